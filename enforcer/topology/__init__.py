@@ -1,0 +1,1 @@
+"""The machine model, its discovery, and the Topology Manager."""

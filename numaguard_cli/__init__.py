@@ -1,0 +1,1 @@
+"""The ``numaguard`` command line: one console script, one subcommand per job."""

@@ -1,0 +1,173 @@
+"""Exact Kubernetes ``resource.Quantity`` parsing and canonical formatting.
+
+Quantities are parsed to :class:`decimal.Decimal` and turned into integers at
+the edge: CPU into millicores (``ceil(q * 1000)``, the API server's
+``MilliValue``), memory and hugepages into bytes (``ceil(q)``, ``Value``).  No
+float ever takes part in accounting.  :func:`canonical` reproduces the API
+server's serialisation (``1.5`` -> ``1500m``, ``1536Mi`` stays ``1536Mi``,
+``1e3`` stays ``1e3``), so what we write into annotations reads like what
+``kubectl`` shows.
+"""
+
+from __future__ import annotations
+
+import decimal
+import re
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import Literal
+
+from shared.errors import QuantityError
+
+Format = Literal["DecimalSI", "BinarySI", "DecimalExponent"]
+
+_CTX = decimal.Context(prec=80, rounding=decimal.ROUND_CEILING, Emax=10_000, Emin=-10_000)
+
+_BINARY = {"Ki": 10, "Mi": 20, "Gi": 30, "Ti": 40, "Pi": 50, "Ei": 60}
+_DECIMAL = {"n": -9, "u": -6, "m": -3, "": 0, "k": 3, "M": 6, "G": 9, "T": 12, "P": 15, "E": 18}
+_DECIMAL_BY_EXP = {v: k for k, v in _DECIMAL.items()}
+_BINARY_BY_EXP = {v: k for k, v in _BINARY.items()}
+
+# sign, digits with an optional fraction, then the suffix (validated separately)
+_SHAPE = re.compile(r"([+-]?)([0-9]+\.?[0-9]*|\.[0-9]+)(.*)", re.ASCII | re.DOTALL)
+_EXPONENT = re.compile(r"[eE]([+-]?[0-9]+)", re.ASCII)
+
+# The API server refuses quantities beyond these magnitudes; they also stop a
+# hostile "1e999999999" from making Decimal work forever.
+_MAX_EXPONENT = 1000
+_MAX_TEXT = 128
+
+
+@dataclass(frozen=True, slots=True)
+class Quantity:
+    """A parsed quantity: its exact value and the format its suffix implied."""
+
+    value: Decimal
+    format: Format
+
+    def milli(self) -> int:
+        """``ceil(value * 1000)``: the API server's ``MilliValue`` (CPU millicores)."""
+        return int((self.value * 1000).to_integral_value(rounding=decimal.ROUND_CEILING))
+
+    def integer(self) -> int:
+        """``ceil(value)``: the API server's ``Value`` (bytes for memory and hugepages)."""
+        return int(self.value.to_integral_value(rounding=decimal.ROUND_CEILING))
+
+    def __str__(self) -> str:
+        return format_quantity(self.value, self.format)
+
+
+def parse(text: object, *, field: str | None = None) -> Quantity:
+    """Parse a quantity string (or an int, as YAML may hand us) exactly."""
+    if isinstance(text, bool):
+        raise QuantityError(text, "expected a string", field=field)
+    if isinstance(text, int):
+        text = str(text)
+    if not isinstance(text, str):
+        raise QuantityError(text, "expected a string", field=field)
+    if not text or len(text) > _MAX_TEXT:
+        raise QuantityError(text, "empty or too long", field=field)
+    match = _SHAPE.fullmatch(text)
+    if match is None:
+        raise QuantityError(text, field=field)
+    sign, number, suffix = match.groups()
+    fmt: Format
+    if suffix in _BINARY:
+        fmt = "BinarySI"
+        scale = Decimal(2) ** _BINARY[suffix]
+    elif suffix in _DECIMAL:
+        fmt = "DecimalSI"
+        scale = Decimal(10) ** _DECIMAL[suffix] if _DECIMAL[suffix] >= 0 else Decimal(1).scaleb(_DECIMAL[suffix])
+    else:
+        exp = _EXPONENT.fullmatch(suffix)
+        if exp is None:
+            raise QuantityError(text, f"unknown suffix {suffix!r}", field=field)
+        power = int(exp.group(1))
+        if abs(power) > _MAX_EXPONENT:
+            raise QuantityError(text, "exponent out of range", field=field)
+        fmt = "DecimalExponent"
+        scale = Decimal(1).scaleb(power)
+    try:
+        value = _CTX.multiply(Decimal(number), scale)
+    except decimal.DecimalException:
+        raise QuantityError(text, "value out of range", field=field) from None
+    # The API server keeps nano precision and rounds anything finer up.
+    value = _round_up_to_nano(value)
+    if sign == "-":
+        value = -value
+    return Quantity(value=value, format=fmt)
+
+
+def cpu_millis(text: object, *, field: str | None = None) -> int:
+    """CPU quantity to millicores, rounding up as the API server does."""
+    return parse(text, field=field).milli()
+
+
+def to_bytes(text: object, *, field: str | None = None) -> int:
+    """Memory or hugepages quantity to bytes, rounding up as the API server does."""
+    return parse(text, field=field).integer()
+
+
+def canonical(text: object, *, field: str | None = None) -> str:
+    """The API server's canonical string for ``text``."""
+    return str(parse(text, field=field))
+
+
+def format_millicores(millis: int) -> str:
+    """Canonical CPU quantity for an integer number of millicores."""
+    return format_quantity(Decimal(millis).scaleb(-3), "DecimalSI")
+
+
+def format_bytes(count: int) -> str:
+    """Canonical memory quantity for a byte count (binary suffixes where exact)."""
+    return format_quantity(Decimal(count), "BinarySI")
+
+
+def format_quantity(value: Decimal, fmt: Format) -> str:
+    """Serialise like ``Quantity.String()`` in apimachinery."""
+    if value == 0:
+        return "0"
+    if fmt == "BinarySI":
+        if -1024 < value < 1024 or value != value.to_integral_value():
+            fmt = "DecimalSI"
+        else:
+            number = int(value)
+            power = 0
+            while power < 60 and number % 1024 == 0:
+                number //= 1024
+                power += 10
+            return f"{number}{_BINARY_BY_EXP.get(power, '')}"
+    mantissa, exponent = _canonical_decimal(value)
+    if fmt == "DecimalExponent":
+        suffix = "" if exponent == 0 else f"e{exponent}"
+    else:
+        suffix = _decimal_suffix(exponent)
+        if suffix is None:  # beyond Exa or below nano: fall back to an exponent
+            suffix = f"e{exponent}"
+    return f"{mantissa}{suffix}"
+
+
+def _decimal_suffix(exponent: int) -> str | None:
+    return _DECIMAL_BY_EXP.get(exponent)
+
+
+def _canonical_decimal(value: Decimal) -> tuple[int, int]:
+    """Integer mantissa and an exponent that is a multiple of 3 (``infDecAmount.AsCanonicalBytes``)."""
+    sign, digits, exp = value.normalize(_CTX).as_tuple()
+    assert isinstance(exp, int)
+    mantissa = int("".join(map(str, digits)) or "0")
+    # bring the exponent down to a multiple of three, growing the mantissa
+    shift = exp % 3
+    mantissa *= 10**shift
+    exp -= shift
+    if exp > 18:  # largest suffix is E; keep digits in the mantissa beyond that
+        mantissa *= 10 ** (exp - 18)
+        exp = 18
+    return (-mantissa if sign else mantissa), exp
+
+
+def _round_up_to_nano(value: Decimal) -> Decimal:
+    exponent = value.as_tuple().exponent
+    if isinstance(exponent, int) and exponent < -9:
+        return value.quantize(Decimal("1e-9"), rounding=decimal.ROUND_UP, context=_CTX)
+    return value
