@@ -27,13 +27,17 @@ class DomainError(ValueError):
         return self.message
 
 
+# apimachinery's ``ErrFormatWrong``: what the API server answers for an unparsable quantity.
+QUANTITY_FORMAT_MESSAGE = "quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'"
+
+
 class QuantityError(DomainError):
     """Raised when a string is not a Kubernetes resource quantity."""
 
     reason = "InvalidQuantity"
 
     def __init__(self, value: object, detail: str = "", *, field: str | None = None) -> None:
-        text = f"quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$': {value!r}"
+        text = f"{QUANTITY_FORMAT_MESSAGE}: {value!r}"
         if detail:
             text = f"{text} ({detail})"
         super().__init__(text, field=field)

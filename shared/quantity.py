@@ -56,6 +56,41 @@ class Quantity:
     def __str__(self) -> str:
         return format_quantity(self.value, self.format)
 
+    def __bool__(self) -> bool:
+        return self.value != 0
+
+    # Arithmetic and ordering follow Go's ``Quantity.Add`` / ``Cmp``: the sum keeps
+    # the left operand's format unless that operand is zero, and ordering compares
+    # values only.  Equality stays structural (value *and* format), so use
+    # :meth:`same_value` where the API server compares semantically ("1" == "1000m").
+    def __add__(self, other: Quantity) -> Quantity:
+        fmt = other.format if self.value == 0 else self.format
+        return Quantity(value=_CTX.add(self.value, other.value), format=fmt)
+
+    def __lt__(self, other: Quantity) -> bool:
+        return self.value < other.value
+
+    def __le__(self, other: Quantity) -> bool:
+        return self.value <= other.value
+
+    def __gt__(self, other: Quantity) -> bool:
+        return self.value > other.value
+
+    def __ge__(self, other: Quantity) -> bool:
+        return self.value >= other.value
+
+    def same_value(self, other: Quantity) -> bool:
+        """Go's ``Cmp(other) == 0``: what ``apiequality.Semantic`` uses for quantities."""
+        return self.value == other.value
+
+    def rounded_up_to_milli(self) -> Quantity:
+        """``RoundUp(-3)``: what the API server's defaulting does to every stored quantity."""
+        exponent = self.value.as_tuple().exponent
+        if isinstance(exponent, int) and exponent < -3:
+            rounded = self.value.quantize(Decimal("0.001"), rounding=decimal.ROUND_UP, context=_CTX)
+            return Quantity(value=rounded, format=self.format)
+        return self
+
 
 def parse(text: object, *, field: str | None = None) -> Quantity:
     """Parse a quantity string (or an int, as YAML may hand us) exactly."""
@@ -138,6 +173,7 @@ def format_quantity(value: Decimal, fmt: Format) -> str:
                 power += 10
             return f"{number}{_BINARY_BY_EXP.get(power, '')}"
     mantissa, exponent = _canonical_decimal(value)
+    suffix: str | None
     if fmt == "DecimalExponent":
         suffix = "" if exponent == 0 else f"e{exponent}"
     else:

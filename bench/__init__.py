@@ -1,0 +1,1 @@
+"""Benchmarks: our engine against the kubelet's own timings (run as ``python -m bench.<module>``)."""

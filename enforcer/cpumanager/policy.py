@@ -1,0 +1,99 @@
+"""The contract between the engine and a CPU manager policy (kubelet ``cpumanager/policy.go``).
+
+Policies hold no assignment state: the engine owns one :class:`~enforcer.cpumanager.state.CPUState`
+and passes it to every call, copying it first when the call is part of a transactional admission.
+A policy mutates only the state it is given and never keeps a reference to it.
+
+This module declares the Protocol only; it must not import a policy implementation.
+"""
+
+from __future__ import annotations
+
+from typing import Literal, Protocol
+
+from enforcer.counters import AllocationCounters
+from enforcer.cpumanager.state import CPUState
+from enforcer.topology.hints import ProviderHints, TopologyHint
+from shared.cpuset import CPUSet
+from shared.resources import ContainerResources, PodResources
+
+IsolationLevel = Literal["container", "pod", "host"]
+"""R9.1 of pod-level-resource-managers.md: exclusive CPUs, the pod shared pool, or the node shared pool."""
+
+CFSQuotaLevel = Literal["none", "container", "pod"]
+"""Where a container's CPU time is capped: nowhere, by its own limit, or only by the pod cgroup."""
+
+
+class CPUPolicy(Protocol):
+    """What the engine calls; every method is deterministic for the same state and inputs."""
+
+    @property
+    def name(self) -> str:
+        """``none`` or ``static``: the name recorded in (and checked against) the state."""
+        ...
+
+    @property
+    def reserved_cpus(self) -> CPUSet:
+        """CPUs never handed out exclusively (empty for ``none``)."""
+        ...
+
+    def new_state(self) -> CPUState:
+        """A fresh state for this machine and configuration."""
+        ...
+
+    def validate_state(self, state: CPUState) -> None:
+        """Restart checks (kubelet ``Start``); raises ConfigError when the node must be drained."""
+        ...
+
+    def state_from_dict(self, doc: object) -> CPUState:
+        """Read a saved state back and run the restart checks on it."""
+        ...
+
+    def pod_uids(self, state: CPUState) -> list[str]:
+        """Every pod the state holds CPUs for (container entries or a bubble), sorted."""
+        ...
+
+    def get_topology_hints(self, state: CPUState, pod: PodResources, container: ContainerResources) -> ProviderHints:
+        """Container-scope hints; ``None`` means "don't care", ``{"cpu": []}`` means "cannot fit"."""
+        ...
+
+    def get_pod_topology_hints(self, state: CPUState, pod: PodResources) -> ProviderHints:
+        """Pod-scope hints for the whole pod."""
+        ...
+
+    def allocate(
+        self,
+        state: CPUState,
+        pod: PodResources,
+        container: ContainerResources,
+        affinity: TopologyHint | None,
+        counters: AllocationCounters,
+    ) -> None:
+        """Pin the container if it qualifies.  Idempotent: an existing entry is kept."""
+        ...
+
+    def allocate_pod(
+        self, state: CPUState, pod: PodResources, affinity: TopologyHint | None, counters: AllocationCounters
+    ) -> None:
+        """KEP-5526 ``AllocatePod``: the bubble and its partition, for pod scope with PLR and both gates."""
+        ...
+
+    def remove_container(self, state: CPUState, pod_uid: str, container_name: str) -> None:
+        """Release what the container held (a bubble only with the pod's last container)."""
+        ...
+
+    def container_cpus(self, state: CPUState, pod_uid: str, container_name: str) -> CPUSet | None:
+        """The container's exclusive or pod-shared-pool cpuset, or None (it runs in the default set)."""
+        ...
+
+    def pod_cpus(self, state: CPUState, pod_uid: str) -> CPUSet | None:
+        """The KEP-5526 bubble of the pod, if it has one."""
+        ...
+
+    def default_cpus(self, state: CPUState) -> CPUSet:
+        """The node shared pool."""
+        ...
+
+    def isolation_level(self, state: CPUState, pod: PodResources, container: ContainerResources) -> IsolationLevel:
+        """R9.1: ``container`` (exclusive), ``pod`` (pod shared pool) or ``host`` (node shared pool)."""
+        ...

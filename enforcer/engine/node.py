@@ -1,0 +1,541 @@
+"""``NodeEngine``: the kubelet's admission path for one node, as a pure value machine.
+
+Flow of an admission (kubelet ``topologymanager`` scopes + ``cm`` managers):
+
+1. resource fit against node allocatable (``OutOfcpu`` ...);
+2. Topology Manager: container scope gathers hints per container, merges, stores
+   the hint and allocates that container before the next one; pod scope gathers
+   pod hints once, merges once, gives every container the same hint and
+   allocates (KEP-5526 ``AllocatePod`` when pod-level resources and both gates
+   are on);
+3. providers are called in kubelet order: CPU manager, then memory manager.
+
+Everything runs on a copy of the state; the copy replaces the state only when
+the whole pod was admitted.  Decisions are therefore atomic: a refused pod (or
+resize) leaves no trace, which is what the enforcer's durability rests on.
+Callers serialise access (the enforcer holds a lock around every call).
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from enforcer.counters import AllocationCounters
+from enforcer.engine import fit, podcodec
+from enforcer.engine.config import NodeConfig
+from enforcer.engine.policies import ResourcePolicy
+from enforcer.engine.view import Assignment, ContainerView, PodView, QuotaLevel
+from enforcer.errors import AdmissionRejected, EnforcerError, TopologyAffinityError
+from enforcer.topology.hints import ProviderHints, TopologyHint
+from enforcer.topology.machine import CPUTopology
+from shared import qos
+from shared.cpuset import CPUSet
+from shared.resources import CPU, MEMORY, ContainerResources, PodResources
+
+SNAPSHOT_VERSION = 1
+
+ResizeStatus = Literal["Accepted", "Deferred", "Infeasible"]
+
+
+class PodConflictError(EnforcerError):
+    """A known pod UID was sent again with a different spec (the API answers 409)."""
+
+    reason = "AllocationConflict"
+
+
+class UnknownPodError(EnforcerError):
+    """No allocation exists for this pod UID (the API answers 404)."""
+
+    reason = "NotFound"
+
+
+@dataclass
+class PodRecord:
+    """An admitted pod: what it asked for and which hint it was admitted with."""
+
+    pod: PodResources
+    spec_hash: str
+    hint: TopologyHint | None
+    sequence: int
+
+
+@dataclass
+class PendingResize:
+    """A Deferred resize waiting for room (kubelet ``PodResizePending``/``Deferred``)."""
+
+    desired: PodResources
+    reason: str
+    message: str
+    sequence: int
+
+
+@dataclass
+class EngineState:
+    """The whole engine state: one plain value, copied per decision and serialised as one document."""
+
+    cpu: Any
+    memory: Any
+    pods: dict[str, PodRecord] = field(default_factory=dict)
+    pending_resizes: dict[str, PendingResize] = field(default_factory=dict)
+    infeasible_resizes: dict[str, PendingResize] = field(default_factory=dict)
+    counters: AllocationCounters = field(default_factory=AllocationCounters)
+    sequence: int = 0
+
+    def copy(self) -> EngineState:
+        return EngineState(
+            cpu=self.cpu.copy(),
+            memory=self.memory.copy(),
+            pods=dict(self.pods),
+            pending_resizes=dict(self.pending_resizes),
+            infeasible_resizes=dict(self.infeasible_resizes),
+            counters=copy.deepcopy(self.counters),
+            sequence=self.sequence,
+        )
+
+
+@dataclass(frozen=True)
+class Decision:
+    """The answer to an ``add``: admitted with a view, or refused with the kubelet's reason."""
+
+    admitted: bool
+    reason: str | None = None
+    message: str | None = None
+    view: PodView | None = None
+    qos_class: str | None = None
+
+
+@dataclass(frozen=True)
+class ResizeDecision:
+    status: ResizeStatus
+    reason: str | None
+    message: str | None
+    view: PodView | None
+    resizes_applied: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class RemoveResult:
+    known: bool
+    resizes_applied: tuple[str, ...] = ()
+
+
+class NodeEngine:
+    """One node's CPU, memory and topology managers over one state value."""
+
+    def __init__(
+        self,
+        topology: CPUTopology,
+        config: NodeConfig,
+        *,
+        cpu_policy: Any,
+        memory_policy: Any,
+        topology_policy: Any,
+        state: EngineState | None = None,
+    ) -> None:
+        self.topology = topology
+        self.config = config
+        self.cpu_policy = cpu_policy
+        self.memory_policy = memory_policy
+        self.topology_policy = topology_policy
+        self.allocatable = fit.node_allocatable(topology, config)
+        self.state = state or EngineState(cpu=cpu_policy.new_state(), memory=memory_policy.new_state())
+
+    # ---------------------------------------------------------------- queries
+    @property
+    def providers(self) -> tuple[ResourcePolicy, ...]:
+        return (self.cpu_policy, self.memory_policy)
+
+    def pod_uids(self) -> list[str]:
+        return sorted(self.state.pods, key=lambda uid: self.state.pods[uid].sequence)
+
+    def find(self, namespace: str, name: str) -> str | None:
+        for uid, record in self.state.pods.items():
+            if record.pod.namespace == namespace and record.pod.name == name:
+                return uid
+        return None
+
+    def record(self, uid: str) -> PodRecord:
+        try:
+            return self.state.pods[uid]
+        except KeyError:
+            raise UnknownPodError(f"no allocation for pod {uid}") from None
+
+    def view(self, uid: str) -> PodView:
+        return self._view(self.state, self.record(uid))
+
+    def views(self) -> list[PodView]:
+        return [self._view(self.state, self.state.pods[uid]) for uid in self.pod_uids()]
+
+    def pending_resize(self, uid: str) -> PendingResize | None:
+        return self.state.pending_resizes.get(uid) or self.state.infeasible_resizes.get(uid)
+
+    def used_requests(self, *, excluding: str | None = None) -> dict[str, int]:
+        return fit.used_by(
+            self.requests_of(r.pod) for uid, r in self.state.pods.items() if uid != excluding
+        )
+
+    def default_cpus(self) -> CPUSet:
+        result: CPUSet = self.cpu_policy.default_cpus(self.state.cpu)
+        return result
+
+    # ---------------------------------------------------------------- add
+    def admit(self, pod: PodResources) -> Decision:
+        """Admit and allocate a pod; idempotent by UID (same spec again returns the same answer)."""
+        existing = self.state.pods.get(pod.uid)
+        pod_qos = qos.qos_class(pod, pod_level_resources_gate=self.config.gates.pod_level_resources)
+        if existing is not None:
+            if existing.spec_hash != podcodec.spec_hash(pod):
+                raise PodConflictError(
+                    f"pod {pod.uid} ({pod.key}) is already allocated with a different spec; release it first"
+                )
+            return Decision(True, view=self.view(pod.uid), qos_class=pod_qos)
+        pod = _with_qos(pod, pod_qos)
+        shortfalls = fit.shortfalls(self.requests_of(pod), self.used_requests(), self.allocatable)
+        if shortfalls:
+            first = shortfalls[0]
+            return Decision(False, first.reason, first.message(), qos_class=pod_qos)
+        work = self.state.copy()
+        attempt = AllocationCounters()
+        try:
+            hint = self._allocate(work, pod, attempt)
+        except AdmissionRejected as err:
+            self.state.counters.errors.update(attempt.errors)
+            return Decision(False, err.reason, err.message, qos_class=pod_qos)
+        work.counters.merge(attempt)
+        work.sequence += 1
+        work.pods[pod.uid] = PodRecord(pod, podcodec.spec_hash(pod), hint, work.sequence)
+        self.state = work
+        return Decision(True, view=self.view(pod.uid), qos_class=pod_qos)
+
+    def _allocate(self, work: EngineState, pod: PodResources, counters: AllocationCounters) -> TopologyHint | None:
+        """Topology Manager scopes; raises AdmissionRejected. Returns the hint the pod was admitted with."""
+        if self.config.topology_manager_scope == "pod":
+            hint = self._merge([p.get_pod_topology_hints(self._state_of(work, p), pod) for p in self.providers])
+            if self._uses_pod_level_managers(pod):
+                for provider in self.providers:
+                    provider.allocate_pod(self._state_of(work, provider), pod, hint, counters)
+            else:
+                for container in pod.containers:
+                    for provider in self.providers:
+                        provider.allocate(self._state_of(work, provider), pod, container, hint, counters)
+            return hint
+        first: TopologyHint | None = None
+        for container in pod.containers:
+            hint = self._merge(
+                [p.get_topology_hints(self._state_of(work, p), pod, container) for p in self.providers]
+            )
+            for provider in self.providers:
+                provider.allocate(self._state_of(work, provider), pod, container, hint, counters)
+            if first is None and hint is not None and hint.mask is not None and self._is_aligned(work, pod, container):
+                first = hint
+        return first
+
+    def _merge(self, hints: list[ProviderHints]) -> TopologyHint | None:
+        if self.config.topology_manager_policy == "none":
+            return None
+        best, admit = self.topology_policy.merge(hints)
+        if not admit:
+            raise TopologyAffinityError()
+        result: TopologyHint = best
+        return result
+
+    def _uses_pod_level_managers(self, pod: PodResources) -> bool:
+        return pod.pod_level_resources_set and self.config.gates.pod_level_managers_enabled
+
+    def _state_of(self, work: EngineState, provider: Any) -> Any:
+        return work.cpu if provider is self.cpu_policy else work.memory
+
+    def state_of(self, provider: Any) -> Any:
+        """The committed state of one manager (for read-only checks)."""
+        return self._state_of(self.state, provider)
+
+    def _is_aligned(self, work: EngineState, pod: PodResources, container: ContainerResources) -> bool:
+        cpus = self.cpu_policy.container_cpus(work.cpu, pod.uid, container.name)
+        blocks = self.memory_policy.container_blocks(work.memory, pod.uid, container.name)
+        return bool(cpus) or bool(blocks)
+
+    # ---------------------------------------------------------------- remove
+    def remove(self, uid: str) -> RemoveResult:
+        """Release a pod (idempotent) and retry Deferred resizes that may now fit."""
+        record = self.state.pods.get(uid)
+        if record is None:
+            return RemoveResult(False)
+        work = self.state.copy()
+        self._release(work, record.pod)
+        del work.pods[uid]
+        work.pending_resizes.pop(uid, None)
+        work.infeasible_resizes.pop(uid, None)
+        self.state = work
+        return RemoveResult(True, self.retry_pending_resizes())
+
+    def _release(self, work: EngineState, pod: PodResources) -> None:
+        for container in pod.containers:
+            for provider in self.providers:
+                provider.remove_container(self._state_of(work, provider), pod.uid, container.name)
+
+    # ---------------------------------------------------------------- resize
+    def resize(self, desired: PodResources, *, dry_run: bool = False) -> ResizeDecision:
+        """Decide and, when Accepted, apply an in-place resize (the whole pod is one atomic request).
+
+        ``dry_run`` answers the same question without changing anything (the webhook's
+        feasibility check for a dry-run review)."""
+        record = self.record(desired.uid)
+        desired = _with_qos(desired, record.pod.qos_class)
+        if dry_run:
+            saved = self.state
+            self.state = saved.copy()
+            try:
+                if podcodec.spec_hash(desired) == record.spec_hash:
+                    return ResizeDecision("Accepted", None, None, self.view(desired.uid))
+                status, reason, message = self._try_resize(record, desired)
+                return ResizeDecision(status, reason, message, self._view(saved, record))
+            finally:
+                self.state = saved
+        self.state.pending_resizes.pop(desired.uid, None)
+        self.state.infeasible_resizes.pop(desired.uid, None)
+        if podcodec.spec_hash(desired) == record.spec_hash:
+            return ResizeDecision("Accepted", None, None, self.view(desired.uid))
+        status, reason, message = self._try_resize(record, desired)
+        applied: tuple[str, ...] = ()
+        if status == "Accepted":
+            applied = self.retry_pending_resizes()
+        else:
+            self.state.sequence += 1
+            queue = self.state.pending_resizes if status == "Deferred" else self.state.infeasible_resizes
+            queue[desired.uid] = PendingResize(desired, reason or status, message or "", self.state.sequence)
+        return ResizeDecision(status, reason, message, self.view(desired.uid), applied)
+
+    def _try_resize(self, record: PodRecord, desired: PodResources) -> tuple[ResizeStatus, str | None, str | None]:
+        from enforcer.engine import resize as resize_rules
+
+        verdict = resize_rules.decide(self, record, desired)
+        if verdict.status != "Accepted":
+            return verdict.status, verdict.reason, verdict.message
+        work = self.state.copy()
+        try:
+            resize_rules.apply(self, work, record, desired)
+        except AdmissionRejected as err:
+            return "Infeasible", err.reason, err.message
+        work.sequence += 1
+        work.pods[desired.uid] = PodRecord(desired, podcodec.spec_hash(desired), record.hint, record.sequence)
+        self.state = work
+        return "Accepted", None, None
+
+    def retry_pending_resizes(self) -> tuple[str, ...]:
+        """Retry Deferred resizes in the kubelet's priority order until none more fits."""
+        applied: list[str] = []
+        progress = True
+        while progress and self.state.pending_resizes:
+            progress = False
+            for uid in self._pending_order():
+                pending = self.state.pending_resizes[uid]
+                record = self.state.pods.get(uid)
+                if record is None:
+                    del self.state.pending_resizes[uid]
+                    continue
+                status, reason, message = self._try_resize(record, pending.desired)
+                if status == "Accepted":
+                    del self.state.pending_resizes[uid]
+                    applied.append(record.pod.key)
+                    progress = True
+                    break
+                if status == "Infeasible":
+                    del self.state.pending_resizes[uid]
+                    self.state.infeasible_resizes[uid] = PendingResize(
+                        pending.desired, reason or status, message or "", pending.sequence
+                    )
+                else:
+                    pending.reason, pending.message = reason or status, message or ""
+        return tuple(applied)
+
+    def _pending_order(self) -> list[str]:
+        """Kubelet order: non-increasing first, higher priority, Guaranteed before Burstable, oldest first."""
+
+        def key(uid: str) -> tuple[int, int, int, int]:
+            pending = self.state.pending_resizes[uid]
+            current = self.requests_of(self.state.pods[uid].pod)
+            wanted = self.requests_of(pending.desired)
+            increases = any(wanted.get(n, 0) > current.get(n, 0) for n in (CPU, MEMORY))
+            guaranteed = pending.desired.qos_class == "Guaranteed"
+            return (int(increases), -pending.desired.priority, int(not guaranteed), pending.sequence)
+
+        return sorted(self.state.pending_resizes, key=key)
+
+    # ---------------------------------------------------------------- views
+    def requests_of(self, pod: PodResources) -> dict[str, int]:
+        return qos.effective_pod_requests(pod, pod_level_resources_gate=self.config.gates.pod_level_resources)
+
+    def _view(self, state: EngineState, record: PodRecord) -> PodView:
+        pod = record.pod
+        cpu, mem = self.cpu_policy, self.memory_policy
+        default = cpu.default_cpus(state.cpu)
+        bubble: CPUSet | None = cpu.pod_cpus(state.cpu, pod.uid)
+        pod_blocks = mem.pod_blocks(state.memory, pod.uid)
+        limits = qos.effective_pod_limits(pod, pod_level_resources_gate=self.config.gates.pod_level_resources)
+        containers: list[ContainerView] = []
+        exclusive_long_running = CPUSet()
+        shared_pool: CPUSet | None = None
+        for c in pod.containers:
+            level = cpu.isolation_level(state.cpu, pod, c)
+            own: CPUSet | None = cpu.container_cpus(state.cpu, pod.uid, c.name)
+            assignment: Assignment
+            if level == "container":
+                assignment = "pod_exclusive" if bubble is not None else "node_exclusive"
+                cpus = own if own is not None else CPUSet()
+                if c.is_long_running:
+                    exclusive_long_running = exclusive_long_running | cpus
+            elif level == "pod":
+                assignment = "pod_shared"
+                cpus = own if own is not None else (bubble or default)
+                if c.is_long_running:
+                    shared_pool = cpus
+            else:
+                assignment = "node_shared"
+                cpus = default
+            memory_assignment: Assignment = mem.memory_assignment(state.memory, pod, c)
+            numa_nodes: tuple[int, ...] | None = mem.memory_numa_nodes(state.memory, pod.uid, c.name)
+            quota: QuotaLevel = cpu.cfs_quota_level(state.cpu, pod, c)
+            containers.append(
+                ContainerView(
+                    name=c.name,
+                    kind=c.kind,
+                    assignment=assignment,
+                    memory_assignment=memory_assignment,
+                    cpus=cpus,
+                    memory_numa_nodes=numa_nodes,
+                    cfs_quota=quota,
+                    cpu_limit_millis=c.resources.limits.get(CPU),
+                    memory_limit_bytes=c.resources.limits.get(MEMORY),
+                )
+            )
+        pool_nodes: tuple[int, ...] | None = None
+        if pod_blocks:
+            pool_nodes = tuple(sorted({n for b in pod_blocks for n in b.numa_affinity}))
+        if bubble is not None and shared_pool is None:
+            shared_pool = bubble - exclusive_long_running
+        hint = record.hint
+        affinity = tuple(hint.numa_ids()) if hint is not None and hint.mask is not None else None
+        if affinity is not None and not any(
+            v.assignment != "node_shared" or v.memory_assignment != "node_shared" for v in containers
+        ):
+            affinity = None  # no provider aligned anything: the hint did not apply
+        return PodView(
+            uid=pod.uid,
+            namespace=pod.namespace,
+            name=pod.name,
+            qos_class=pod.qos_class or "BestEffort",
+            numa_affinity=affinity,
+            pod_shared_pool_cpus=shared_pool if bubble is not None else None,
+            pod_shared_pool_memory_numa_nodes=pool_nodes,
+            pod_cpus=bubble,
+            containers=tuple(containers),
+            spec_hash=record.spec_hash,
+            pod_cpu_limit_millis=limits.get(CPU),
+            pod_memory_limit_bytes=limits.get(MEMORY),
+        )
+
+    # ---------------------------------------------------------------- persistence
+    def snapshot(self) -> dict[str, Any]:
+        """The whole state as one JSON-able document (the enforcer checksums and persists it)."""
+        s = self.state
+        return {
+            "version": SNAPSHOT_VERSION,
+            "node": self.config.name,
+            "topology": self.topology.to_document(),
+            "config": self.config.to_kubelet(),
+            "compatibility": self.config.compatibility,
+            "cpu": s.cpu.to_dict(),
+            "memory": s.memory.to_dict(),
+            "pods": {
+                uid: {
+                    "pod": podcodec.to_dict(r.pod),
+                    "specHash": r.spec_hash,
+                    "hint": None if r.hint is None else {"mask": r.hint.mask, "preferred": r.hint.preferred},
+                    "sequence": r.sequence,
+                }
+                for uid, r in s.pods.items()
+            },
+            "pendingResizes": _pending_to_dict(s.pending_resizes),
+            "infeasibleResizes": _pending_to_dict(s.infeasible_resizes),
+            "counters": s.counters.to_dict(),
+            "sequence": s.sequence,
+        }
+
+    def restore(self, doc: dict[str, Any], *, cpu_state: Any, memory_state: Any) -> None:
+        """Replace the state with a snapshot's (manager states already decoded by the builder)."""
+        pods: dict[str, PodRecord] = {}
+        for uid, raw in doc.get("pods", {}).items():
+            hint_raw = raw.get("hint")
+            hint = None if hint_raw is None else TopologyHint(hint_raw["mask"], bool(hint_raw["preferred"]))
+            pods[uid] = PodRecord(podcodec.from_dict(raw["pod"]), str(raw["specHash"]), hint, int(raw["sequence"]))
+        self.state = EngineState(
+            cpu=cpu_state,
+            memory=memory_state,
+            pods=pods,
+            pending_resizes=_pending_from_dict(doc.get("pendingResizes", {})),
+            infeasible_resizes=_pending_from_dict(doc.get("infeasibleResizes", {})),
+            counters=AllocationCounters.from_dict(doc.get("counters", {})),
+            sequence=int(doc.get("sequence", 0)),
+        )
+
+    def check(self) -> list[str]:
+        """Internal consistency: each manager's own checks plus cross-checks against the pod records."""
+        problems: list[str] = []
+        problems += [f"cpu: {p}" for p in self.state.cpu.check(self.topology)]
+        problems += [f"memory: {p}" for p in self.state.memory.check(self.topology)]
+        known = set(self.state.pods)
+        for uid in self.cpu_policy.pod_uids(self.state.cpu):
+            if uid not in known:
+                problems.append(f"cpu state holds CPUs for unknown pod {uid}")
+        for uid in self.memory_policy.pod_uids(self.state.memory):
+            if uid not in known:
+                problems.append(f"memory state holds blocks for unknown pod {uid}")
+        owners: dict[int, str] = {}
+        for uid in self.pod_uids():
+            view = self.view(uid)
+            mine = CPUSet()
+            for c in view.containers:
+                if c.assignment in ("node_exclusive", "pod_exclusive"):
+                    mine = mine | c.cpus
+            if view.pod_cpus is not None:
+                mine = mine | view.pod_cpus
+            for cpu_id in mine:
+                other = owners.setdefault(cpu_id, uid)
+                if other != uid:
+                    problems.append(f"cpu {cpu_id} is assigned to pods {other} and {uid}")
+        return problems
+
+
+def _with_qos(pod: PodResources, qos_class: Any) -> PodResources:
+    if pod.qos_class == qos_class:
+        return pod
+    return PodResources(
+        uid=pod.uid,
+        namespace=pod.namespace,
+        name=pod.name,
+        containers=pod.containers,
+        pod=pod.pod,
+        qos_class=qos_class,
+        priority=pod.priority,
+    )
+
+
+def _pending_to_dict(pending: dict[str, PendingResize]) -> dict[str, Any]:
+    return {
+        uid: {"desired": podcodec.to_dict(p.desired), "reason": p.reason, "message": p.message, "sequence": p.sequence}
+        for uid, p in pending.items()
+    }
+
+
+def _pending_from_dict(raw: dict[str, Any]) -> dict[str, PendingResize]:
+    return {
+        uid: PendingResize(podcodec.from_dict(p["desired"]), str(p["reason"]), str(p["message"]), int(p["sequence"]))
+        for uid, p in raw.items()
+    }
+
+
+def iter_keys(views: Iterable[PodView]) -> list[str]:
+    return [v.key for v in views]

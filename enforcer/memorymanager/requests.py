@@ -1,0 +1,122 @@
+"""What a pod or container asks the memory manager for, and the KEP-5526 empty-pool check.
+
+Ports ``getContainerRequestedResources``, ``getPodRequestedResources`` and
+``validatePodScopeResources`` of the kubelet's ``policy_static.go``.  Rule numbers
+refer to ``memory-manager.md`` (R3.x) and ``pod-level-resource-managers.md``
+(R2.3, R2.5, §5 V1-V7).  Maps are ordered ``memory`` first, then hugepages by
+name, where Go iterates a map in random order (the first failing type is the
+one named in a message).
+
+Pure functions over :class:`~shared.resources.PodResources`; nothing here reads
+or changes memory state.
+"""
+
+from __future__ import annotations
+
+from enforcer.features import FeatureGates
+from enforcer.memorymanager.state import ordered_types
+from shared.resources import ContainerResources, PodResources, is_memory_resource
+
+Requests = dict[str, int]
+
+
+def plr_applies(pod: PodResources, gates: FeatureGates) -> bool:
+    """The pod has pod-level resources and the memory manager honours them (R1.1)."""
+    return pod.pod_level_resources_set and gates.pod_level_managers_enabled
+
+
+def plr_skipped(pod: PodResources, gates: FeatureGates) -> bool:
+    """R3.3 / R1.5: pod-level resources with a gate off: no hints, no allocation, admitted unpinned."""
+    return pod.pod_level_resources_set and not gates.pod_level_managers_enabled
+
+
+def container_requests(pod: PodResources, container: ContainerResources, gates: FeatureGates) -> Requests:
+    """R3.2 / R2.3: the container's ``memory`` and ``hugepages-*`` requests, in bytes.
+
+    Under pod-level resources only a Guaranteed-equivalent container asks for
+    anything; the others live in the pod (or node) shared pool.  Like upstream,
+    only the PodLevelResourceManagers gate is consulted here.
+    """
+    if gates.pod_level_resource_managers and pod.pod_level_resources_set and not container.is_guaranteed_equivalent():
+        return {}
+    requests = container.resources.requests
+    return {name: requests[name] for name in ordered_types(n for n in requests if is_memory_resource(n))}
+
+
+def pod_requests(pod: PodResources, gates: FeatureGates) -> Requests:
+    """R3.4 / R2.5: what the whole pod asks for (pod scope).
+
+    With pod-level resources: the pod-level requests for memory and hugepages
+    that are > 0.  Otherwise the sidecar-aware aggregate
+    ``max(max over regular init of (sidecars so far + own), sum(app) + sum(sidecars))``.
+    As upstream, only types some app container requests appear in the aggregate.
+    """
+    if gates.pod_level_resource_managers and pod.pod_level_resources_set and pod.pod is not None:
+        plr = pod.pod.requests
+        return {n: plr[n] for n in ordered_types(plr) if is_memory_resource(n) and plr[n] > 0}
+
+    init_max: Requests = {}
+    sidecars: Requests = {}
+    for ctr in pod.init_containers():
+        for name, size in container_requests(pod, ctr, gates).items():
+            init_max.setdefault(name, 0)
+            if ctr.is_sidecar:
+                sidecars[name] = sidecars.get(name, 0) + size
+            elif sidecars.get(name, 0) + size > init_max[name]:
+                init_max[name] = sidecars.get(name, 0) + size
+    apps: Requests = {}
+    for ctr in pod.app_containers():
+        for name, size in container_requests(pod, ctr, gates).items():
+            apps[name] = apps.get(name, 0) + size
+    return {name: max(apps[name] + sidecars.get(name, 0), init_max.get(name, 0)) for name in ordered_types(apps)}
+
+
+def empty_pool_violation(pod: PodResources, gates: FeatureGates) -> str | None:
+    """§5: why the pod's exclusive slices leave its shared containers nothing, or ``None``.
+
+    Sizes are compared in plain integers; a budget smaller than the sidecars'
+    slices (which pod-level validation already forbids) therefore reports a
+    negative availability instead of Go's unsigned wrap-around.
+    """
+    total = pod_requests(pod, gates)
+    has_shared_long_running = False
+    exclusive_long_running: Requests = {}
+
+    for ctr in pod.init_containers():
+        requests = container_requests(pod, ctr, gates)
+        if not ctr.is_sidecar:
+            if requests:
+                for name, budget in total.items():  # V1
+                    available = budget - exclusive_long_running.get(name, 0)
+                    if requests.get(name, 0) > available:
+                        return (
+                            f"pod rejected, largest exclusive init container requests {requests.get(name, 0)} "
+                            f"of {name}, but only {available} available"
+                        )
+            else:
+                for name, budget in total.items():  # V2
+                    if exclusive_long_running.get(name, 0) >= budget:
+                        return f"pod rejected, pod has shared init containers but no {name} available for them"
+            continue
+        if not requests:  # V3
+            has_shared_long_running = True
+            continue
+        for name, size in requests.items():
+            exclusive_long_running[name] = exclusive_long_running.get(name, 0) + size
+
+    for ctr in pod.app_containers():  # V4
+        requests = container_requests(pod, ctr, gates)
+        if not requests:
+            has_shared_long_running = True
+            continue
+        for name, size in requests.items():
+            exclusive_long_running[name] = exclusive_long_running.get(name, 0) + size
+
+    if has_shared_long_running:  # V5
+        for name, budget in total.items():
+            if exclusive_long_running.get(name, 0) >= budget:
+                return (
+                    f"pod rejected, sum of exclusive container {name} requests equals pod budget, "
+                    "leaving no memory for shared containers"
+                )
+    return None

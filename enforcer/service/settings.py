@@ -1,0 +1,223 @@
+"""The enforcer's configuration: one frozen model, read from a file, the environment and flags.
+
+Precedence, lowest first: defaults < config file (YAML or JSON) < environment
+(``NUMAGUARD_ENFORCER_<FIELD>``, e.g. ``NUMAGUARD_ENFORCER_STATE_DIR``) <
+explicit overrides (command-line flags).
+
+The config file's node part has the shape of a scenario file's ``node``
+section (``../shared/contracts/plan.md``), so a node described for ``numaguard
+plan`` runs unchanged under the enforcer::
+
+    node:
+      name: node-a
+      compatibility: extended
+      kubelet: {cpuManagerPolicy: static, reservedSystemCPUs: "0,16", ...}   # KubeletConfiguration names
+      topologyFile: topo.json     # relative to this file; or sysfsRoot: /sys
+    listen: 0.0.0.0:8443
+    tlsCert: /etc/numaguard/enforcer.crt
+    ...                           # every other field below, camelCase or snake_case
+
+Everything is validated once, at startup, including the kubelet fields (parsed
+by :func:`enforcer.engine.config.from_kubelet`): a setting that cannot work is a
+:class:`~enforcer.errors.ConfigError` naming the field, never a surprise at the
+first request.  This module reads the config file and nothing else; it must
+not open sockets, read certificates or touch the state directory.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, model_validator
+from pydantic.alias_generators import to_camel
+
+from enforcer.engine import config as engine_config
+from enforcer.errors import ConfigError
+from enforcer.state import checkpoint
+
+ENV_PREFIX = "NUMAGUARD_ENFORCER_"
+DEFAULT_LISTEN = "0.0.0.0:8443"
+HOST_SYSFS = Path("/sys")
+
+CgroupVersion = Literal["v1", "v2"]
+CgroupDriverName = Literal["systemd", "cgroupfs"]
+ContainerRuntime = Literal["containerd", "cri-o"]
+
+# Keys of a config file's ``node:`` section and the settings fields they fill.
+_NODE_SECTION = {
+    "name": "node_name",
+    "compatibility": "compatibility",
+    "kubelet": "kubelet",
+    "topologyFile": "topology_file",
+    "topology": "topology_document",
+    "sysfsRoot": "sysfs_root",
+}
+# Fields whose environment value is a JSON/YAML document rather than a scalar.
+_STRUCTURED_FIELDS = frozenset({"kubelet", "topology_document"})
+
+
+class EnforcerSettings(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid", alias_generator=to_camel, populate_by_name=True)
+
+    # -- the node (KubeletConfiguration field names under ``kubelet``)
+    node_name: str = Field(default_factory=socket.gethostname, min_length=1)
+    compatibility: engine_config.Compatibility = "extended"
+    kubelet: dict[str, Any] = Field(default_factory=dict)
+    # exactly one machine source; neither means this host's /sys
+    sysfs_root: Path | None = None
+    topology_file: Path | None = None
+    topology_document: dict[str, Any] | None = None
+
+    # -- serving (mutual TLS)
+    listen: str = DEFAULT_LISTEN
+    tls_cert: Path | None = None
+    tls_key: Path | None = None
+    client_ca: Path | None = None  # verifies client certificates: required for state-changing calls
+    token_file: Path | None = None  # bearer token accepted by read endpoints
+    cert_check_interval: float = Field(default=30.0, gt=0)
+    log_level: str = "info"
+
+    # -- durable state
+    state_dir: Path = Path(checkpoint.DEFAULT_STATE_DIR)
+    state_file: str = Field(default=checkpoint.DEFAULT_STATE_FILE, min_length=1)
+
+    # -- cgroups
+    cgroup_root: Path = Path("/sys/fs/cgroup")
+    cgroup_version: CgroupVersion = "v2"
+    cgroup_driver: CgroupDriverName = "systemd"
+    kubelet_cgroup_root: str = "/"  # the kubelet's --cgroup-root
+    container_runtime: ContainerRuntime = "containerd"
+    dry_run_cgroups: bool = False  # record and log cgroup writes instead of making them
+    reconcile_interval: float = Field(default=30.0, ge=0)  # seconds between drift repairs; 0: only after changes
+
+    # -- the cluster
+    standalone: bool = False  # no Kubernetes API: allocations are released only by DELETE
+    release_grace_seconds: float = Field(default=120.0, ge=0)  # an allocation whose pod never shows up here
+
+    _node_config: engine_config.NodeConfig = PrivateAttr()
+
+    @model_validator(mode="after")
+    def _consistent(self) -> EnforcerSettings:
+        sources = [s for s in (self.sysfs_root, self.topology_file, self.topology_document) if s is not None]
+        if len(sources) > 1:
+            raise ValueError("give one machine source: sysfs_root, topology_file or an inline topology")
+        if (self.tls_cert is None) != (self.tls_key is None):
+            raise ValueError("tls_cert and tls_key go together")
+        if "/" in self.state_file:
+            raise ValueError(f"state_file is a file name inside state_dir, got {self.state_file!r}")
+        self.listen_address()
+        try:
+            self._node_config = engine_config.from_kubelet(
+                self.kubelet, name=self.node_name, compatibility=self.compatibility
+            )
+        except ConfigError as err:
+            raise ValueError(err.message) from None
+        return self
+
+    @property
+    def node_config(self) -> engine_config.NodeConfig:
+        """The kubelet fields, parsed (validated when the settings were built)."""
+        return self._node_config
+
+    @property
+    def state_path(self) -> Path:
+        return self.state_dir / self.state_file
+
+    @property
+    def machine_source(self) -> Path | dict[str, Any]:
+        """Where the topology comes from: a topology document, a topology file, or a sysfs root."""
+        if self.topology_document is not None:
+            return self.topology_document
+        if self.topology_file is not None:
+            return self.topology_file
+        return self.sysfs_root if self.sysfs_root is not None else HOST_SYSFS
+
+    def listen_address(self) -> tuple[str, int]:
+        host, sep, port = self.listen.rpartition(":")
+        if not sep or not port.isdigit() or not 0 <= int(port) < 65536:
+            raise ValueError(f"listen must be HOST:PORT, got {self.listen!r}")
+        return host.strip("[]") or "0.0.0.0", int(port)
+
+
+def _read_file(path: Path) -> dict[str, Any]:
+    try:
+        text = path.read_text()
+    except OSError as err:
+        raise ConfigError(f"cannot read config file {path}: {err}") from None
+    try:
+        document = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
+    except (json.JSONDecodeError, yaml.YAMLError) as err:
+        raise ConfigError(f"config file {path} does not parse: {err}") from None
+    if document is None:
+        return {}
+    if not isinstance(document, dict):
+        raise ConfigError(f"config file {path} must hold a mapping, got {type(document).__name__}")
+    return _flatten_node_section({str(k): v for k, v in document.items()}, base=path.parent)
+
+
+def _flatten_node_section(document: dict[str, Any], *, base: Path) -> dict[str, Any]:
+    """Lift ``node.{name,compatibility,kubelet,topologyFile,...}`` into settings fields; paths relative to the file."""
+    node = document.pop("node", None)
+    if node is None:
+        return document
+    if not isinstance(node, dict):
+        raise ConfigError("config file: node must be a mapping (the scenario file's node section)")
+    unknown = sorted(set(map(str, node)) - set(_NODE_SECTION))
+    if unknown:
+        raise ConfigError(f"config file: node: unknown fields: {', '.join(unknown)} (known: {', '.join(_NODE_SECTION)})")
+    for key, value in node.items():
+        field = _NODE_SECTION[str(key)]
+        if field in ("topology_file", "sysfs_root") and isinstance(value, str):
+            value = str(base / value)
+        document[field] = value
+    return document
+
+
+def _from_env(env: Mapping[str, str]) -> dict[str, Any]:
+    found: dict[str, Any] = {}
+    for name in EnforcerSettings.model_fields:
+        value = env.get(ENV_PREFIX + name.upper())
+        if value is None:
+            continue
+        if name in _STRUCTURED_FIELDS:
+            try:
+                found[name] = yaml.safe_load(value)
+            except yaml.YAMLError as err:
+                raise ConfigError(f"{ENV_PREFIX}{name.upper()} is not a JSON/YAML document: {err}") from None
+        else:
+            found[name] = value
+    return found
+
+
+def _canonical_keys(values: Mapping[str, Any]) -> dict[str, Any]:
+    """Files may spell keys camelCase; later sources must override earlier ones whatever the spelling."""
+    by_alias = {field.alias or name: name for name, field in EnforcerSettings.model_fields.items()}
+    return {by_alias.get(key, key.replace("-", "_")): value for key, value in values.items()}
+
+
+def load(
+    config_file: Path | None = None,
+    *,
+    env: Mapping[str, str] | None = None,
+    overrides: Mapping[str, Any] | None = None,
+) -> EnforcerSettings:
+    """Defaults < ``config_file`` < ``env`` (``os.environ`` when None) < ``overrides`` (None values are skipped)."""
+    merged: dict[str, Any] = {}
+    if config_file is not None:
+        merged.update(_canonical_keys(_read_file(config_file)))
+    merged.update(_from_env(os.environ if env is None else env))
+    merged.update({k: v for k, v in _canonical_keys(overrides or {}).items() if v is not None})
+    try:
+        return EnforcerSettings.model_validate(merged)
+    except ValidationError as err:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in e['loc']) or 'settings'}: {e['msg'].removeprefix('Value error, ')}"
+            for e in err.errors()
+        )
+        raise ConfigError(f"invalid enforcer settings: {problems}") from None

@@ -1,0 +1,533 @@
+"""The Topology Manager policy contract and the hint merge they share (kubelet ``policy.go``).
+
+Role: turn the providers' hints into the one best hint, with the kubelet's exact
+answer, without enumerating the cross product the kubelet enumerates. This
+module does not decide admission (the ``policy_*`` modules do), knows nothing of
+pods, scopes or providers, and performs no I/O.
+
+What the kubelet computes (topology-manager.md M1-M6, ``HintMerger.Merge``)
+---------------------------------------------------------------------------
+Every permutation (one hint per dimension, a dimension being one resource of one
+provider) becomes a candidate: its mask is the AND of the default affinity and
+every non-nil mask; it is *preferred* iff every hint is preferred AND every
+non-nil mask is equal to the first non-nil one (``mergePermutation``). Empty
+masks are skipped; the others are folded left, in cross-product order, through
+``HintMerger.compare``; nothing left gives ``{default affinity, false}``.
+
+Why the fold is an argmin (so order and first-found ties do not matter)
+-----------------------------------------------------------------------
+Let ``key(m)`` be ``(count, mask)`` ("narrowest"), or ``(count, sum of
+distances, mask)`` with prefer-closest (comparing sums is comparing the
+kubelet's averages: both masks have the same count, hence the same divisor).
+``key`` is a strict total order on distinct masks, and ``CompareNUMAAffinityMasks``
+returns exactly the lower key (equal masks keep the current hint, which is the
+same hint). Then, case by case, ``compare(current, candidate)`` keeps the lower of:
+
+* any preferred candidate below any non-preferred one;
+* among preferred candidates: the lower ``key``;
+* among non-preferred ones, with T = ``BestNonPreferredAffinityCount``, the
+  lower ``rank``: ``(0, key)`` when count == T, ``(1, -count, key)`` when
+  count < T, ``(2, key)`` when count > T. (Case 1 compares keys, whose first
+  component is the count, so a candidate in any lower tier wins; case 2 moves
+  only to a lower key of count T; cases 3a-3cc are the tier-1 order.)
+
+Each is a strict total order in which two candidates tie only when they are the
+same (mask, preferred) pair, i.e. the same hint. A left fold with "replace iff
+strictly better" over a strict total order returns the minimum, whatever the
+visiting order. So the kubelet's answer is a function of the SET of candidate
+(mask, preferred) pairs, and we may dedupe, reorder and prune freely. The
+property tests check this against a literal port of the Go fold.
+
+How we find the minimum without the cross product
+-------------------------------------------------
+1. Preferred candidates (exact, linear): a permutation is preferred iff it picks
+   preferred hints only, and all its non-nil masks are one same mask M. So the
+   preferred masks are M & default for each M that every dimension offers as a
+   preferred hint (or covers with a preferred nil hint), plus the default
+   affinity when every dimension has a preferred nil hint. Take the lowest key.
+2. Otherwise every candidate is non-preferred and only its mask matters: a
+   depth-first branch and bound over the dimensions (smallest first), on the
+   partial AND of the masks chosen so far:
+   * dedupe: each dimension's masks are made distinct (after the AND with the
+     default affinity); a partial mask already explored at a depth is not
+     explored again (its completions are the same set);
+   * bound: every completion of a partial mask p is a non-empty subset of p, and
+     ``lower_bound(p)`` is a lower bound of the rank of any such subset (exact
+     for the narrowest order: tier 0 with the T lowest bits of p when
+     count(p) >= T, p itself otherwise). A branch whose bound is not below the
+     best rank found cannot improve it (equal rank means the same mask);
+   * order: each dimension's masks are sorted by their own bound once; since a
+     subset's bound is never lower, the loop stops at the first mask whose bound
+     reaches the best rank, and the first answers found tend to be the best.
+   Both steps are exact by the argmin argument; pruning only skips branches that
+   cannot hold a strictly better mask.
+
+Cost: step 1 is linear in the number of hints. Step 2 explores at most the
+distinct partial masks per depth (at most 2^N for N NUMA nodes, so 8-NUMA
+worst cases stay in the tens of milliseconds) and, on realistic hint lists,
+stops after a few branches (the best mask is usually among the first tried).
+Adversarial inputs on many NUMA nodes can still be expensive; never worse than
+the kubelet's enumeration, which it dedupes.
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+import math
+import operator
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from enforcer.errors import ConfigError
+from enforcer.topology import bitmask, hints, options
+
+
+class TopologyPolicy(Protocol):
+    """A Topology Manager policy (kubelet ``Policy``): one merge, one admit decision."""
+
+    @property
+    def name(self) -> str:
+        """The ``topologyManagerPolicy`` value this policy implements."""
+        ...
+
+    def merge(self, providers_hints: Sequence[hints.ProviderHints]) -> tuple[hints.TopologyHint, bool]:
+        """The best hint for these providers' hints and whether the pod may be admitted.
+
+        Pure and idempotent: the same hints always give the same answer.
+        """
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class NUMAInfo:
+    """The NUMA nodes of the machine and their distances (kubelet ``NUMAInfo``).
+
+    ``distances[i][j]`` is indexed by NUMA id, as the kubelet indexes cadvisor's
+    rows; rows are only needed (and checked) when prefer-closest is on.
+    """
+
+    nodes: tuple[int, ...]
+    distances: Mapping[int, tuple[int, ...]] | None = None
+    default_affinity: int = field(init=False)
+    # by NUMA id: d[i][i], and d[i][j] + d[j][i], so that a mask's distance sum is a few look-ups
+    _own_distance: tuple[int, ...] = field(init=False, repr=False)
+    _pair_distance: tuple[tuple[int, ...], ...] = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "default_affinity", bitmask.from_ids(self.nodes))
+        own: list[int] = []
+        pair: list[tuple[int, ...]] = []
+        if self.distances is not None and self.nodes:
+            rows = self.distances
+            width = max(self.nodes) + 1
+            present = set(self.nodes)
+            own = [rows[i][i] if i in present else 0 for i in range(width)]
+            pair = [
+                tuple(rows[i][j] + rows[j][i] if i in present and j in present else 0 for j in range(width))
+                for i in range(width)
+            ]
+        object.__setattr__(self, "_own_distance", tuple(own))
+        object.__setattr__(self, "_pair_distance", tuple(pair))
+
+    @classmethod
+    def build(
+        cls, numa_ids: Sequence[int], distances: Mapping[int, Sequence[int]] | None, *, need_distances: bool
+    ) -> NUMAInfo:
+        """``NewNUMAInfo``: with prefer-closest every node needs a distance row covering every NUMA id."""
+        try:
+            bitmask.from_ids(numa_ids)
+        except bitmask.BitMaskError as exc:
+            raise ConfigError(f"cannot discover NUMA topology: {exc}") from exc
+        if not need_distances:
+            return cls(tuple(numa_ids))
+        options.require_distances(numa_ids, distances)
+        assert distances is not None  # require_distances raised otherwise
+        rows = {n: tuple(distances[n]) for n in numa_ids}
+        highest = max(numa_ids, default=-1)
+        for node, row in rows.items():
+            if any(not 0 <= d < 1 << 32 for d in row):
+                raise ConfigError(f"cannot discover NUMA topology: NUMA node {node} has a distance outside 0..2^32-1")
+            if len(row) <= highest:
+                raise ConfigError(
+                    f"cannot discover NUMA topology: the distance row of NUMA node {node} has {len(row)} "
+                    f"entries, NUMA ids go up to {highest}"
+                )
+        return cls(tuple(numa_ids), rows)
+
+    def distance_sum(self, mask: int) -> int:
+        """Sum of ``d[i][j]`` over ordered pairs of the mask, i == j included (``CalculateAverageFor`` x count²)."""
+        if self.distances is None:
+            raise ConfigError("NUMA distances are required by prefer-closest-numa-nodes")
+        own, pair = self._own_distance, self._pair_distance
+        ids = bitmask.ids_of(mask)
+        total = 0
+        for position, first in enumerate(ids):
+            total += own[first]
+            row = pair[first]
+            for second in ids[position + 1 :]:
+                total += row[second]
+        return total
+
+    def smallest_distance_sum(self, mask: int, size: int) -> int:
+        """The smallest distance sum of a ``size``-node subset of ``mask`` (by enumeration: keep it small)."""
+        ids = bitmask.ids_of(mask)
+        if size == 1:
+            return min(self._own_distance[i] for i in ids)
+        if size == 2:
+            own, pair = self._own_distance, self._pair_distance
+            return min(own[a] + own[b] + pair[a][b] for a, b in itertools.combinations(ids, 2))
+        return min(self.distance_sum(bitmask.from_ids(subset)) for subset in itertools.combinations(ids, size))
+
+    def narrowest(self, first: int, second: int) -> int:
+        """``NUMAInfo.Narrowest``."""
+        return first if bitmask.is_narrower_than(first, second) else second
+
+    def closest(self, first: int, second: int) -> int:
+        """``NUMAInfo.Closest``: narrower, then lower average distance, then lower value."""
+        if bitmask.count(first) != bitmask.count(second):
+            return self.narrowest(first, second)
+        first_sum, second_sum = self.distance_sum(first), self.distance_sum(second)
+        if first_sum == second_sum:
+            return first if bitmask.is_less_than(first, second) else second
+        return first if first_sum < second_sum else second
+
+
+# --- collecting hints (R2.1) ---------------------------------------------------------------------------------------
+
+DONT_CARE = hints.TopologyHint(None, True)
+CANNOT_SATISFY = hints.TopologyHint(None, False)
+
+
+def filter_providers_hints(providers_hints: Sequence[hints.ProviderHints]) -> list[list[hints.TopologyHint]]:
+    """``filterProvidersHints``: one dimension per (provider, resource), nil vs empty kept apart.
+
+    Resources are taken in the mapping's order (the kubelet ranges over a Go map,
+    whose order is random; the merge result does not depend on it).
+    """
+    dimensions: list[list[hints.TopologyHint]] = []
+    for provider in providers_hints:
+        if not provider:
+            dimensions.append([DONT_CARE])
+            continue
+        for resource_hints in provider.values():
+            if resource_hints is None:
+                dimensions.append([DONT_CARE])
+            elif len(resource_hints) == 0:
+                dimensions.append([CANNOT_SATISFY])
+            else:
+                dimensions.append(list(resource_hints))
+    return dimensions
+
+
+# --- the merge ------------------------------------------------------------------------------------------------------
+
+# Ranks and keys are packed into single ints (lower is better), so the hot loops compare ints, not tuples:
+#   key  = count << 112 | distance sum (prefer-closest only) << 64 | mask      (NUMA ids 0..63, sums < 2^48)
+#   rank = tier << 128 | (tier 1 only: (128 - count) << 120) | key
+_KEY_COUNT_SHIFT, _KEY_SUM_SHIFT = 112, 64
+_TIER_SHIFT, _TIER1_COUNT_SHIFT = 128, 120
+_TIER1, _TIER2 = 1 << _TIER_SHIFT, 2 << _TIER_SHIFT
+_UNREACHABLE = 3 << _TIER_SHIFT
+_EXACT_SUBSET_LIMIT = 64  # enumerate a mask's subsets for the prefer-closest bound up to this many
+
+
+class _Bucket:
+    """The masks of one size in one dimension; sorted by bound only when a search first reaches them.
+
+    A mask's bound is ``prefix | low`` for its ``(low, mask)`` entry: the prefix (tier and size) is shared
+    by the whole bucket, so only small ints are sorted and compared until a bound is actually needed.
+    """
+
+    __slots__ = ("bound", "size", "masks", "_entries")
+
+    def __init__(self, bound: int, size: int, masks: list[int]) -> None:
+        self.bound = bound
+        self.size = size
+        self.masks = masks
+        self._entries: tuple[int, list[tuple[int, int]]] | None = None
+
+    def entries(self, ranking: _Ranking) -> tuple[int, list[tuple[int, int]]]:
+        if self._entries is None:
+            self._entries = ranking.bucket_entries(self.size, self.masks)
+        return self._entries
+
+
+class _Ranking:
+    """The total orders of the module docstring, packed into ints, with memoised keys, ranks and bounds."""
+
+    __slots__ = ("_numa_info", "_prefer_closest", "_target", "_keys", "_ranks", "_bounds", "_min_self", "_min_other")
+
+    def __init__(self, numa_info: NUMAInfo, *, prefer_closest: bool, target: int) -> None:
+        self._numa_info = numa_info
+        self._prefer_closest = prefer_closest
+        self._target = target
+        self._keys: dict[int, int] = {}
+        self._ranks: dict[int, int] = {}
+        self._bounds: dict[int, int] = {}
+        self._min_self = 0
+        self._min_other = 0
+        if prefer_closest and numa_info.distances is not None and numa_info.nodes:
+            nodes = numa_info.nodes
+            rows = numa_info.distances
+            self._min_self = min(rows[i][i] for i in nodes)
+            self._min_other = min((rows[i][j] for i in nodes for j in nodes if i != j), default=0)
+
+    def key(self, mask: int) -> int:
+        """Lower is better between two hints of the same preference (``CompareNUMAAffinityMasks``)."""
+        key = self._keys.get(mask)
+        if key is None:
+            key = mask.bit_count() << _KEY_COUNT_SHIFT | mask
+            if self._prefer_closest:
+                key |= self._numa_info.distance_sum(mask) << _KEY_SUM_SHIFT
+            self._keys[mask] = key
+        return key
+
+    def rank(self, mask: int) -> int:
+        """Lower is better between two non-preferred candidates (``compare`` with T)."""
+        rank = self._ranks.get(mask)
+        if rank is None:
+            size = mask.bit_count()
+            if size == self._target:
+                rank = self.key(mask)
+            elif size < self._target:
+                rank = _TIER1 | (128 - size) << _TIER1_COUNT_SHIFT | self.key(mask)
+            else:
+                rank = _TIER2 | self.key(mask)
+            self._ranks[mask] = rank
+        return rank
+
+    def lower_bound(self, mask: int) -> int:
+        """A lower bound of ``rank`` over the non-empty subsets of ``mask`` (never above a subset's bound)."""
+        bound = self._bounds.get(mask)
+        if bound is None:
+            size = mask.bit_count()
+            if size == 0:
+                bound = _UNREACHABLE
+            elif self._target == 0:
+                bound = _TIER2 | self._min_key(mask, size, 1)
+            elif size <= self._target:
+                bound = self.rank(mask)
+            else:
+                bound = self._min_key(mask, size, self._target)
+            self._bounds[mask] = bound
+        return bound
+
+    def buckets(self, masks: set[int]) -> list[_Bucket]:
+        """A dimension's distinct non-empty masks, grouped by size, groups by increasing bound."""
+        grouped = itertools.groupby(sorted(masks, key=int.bit_count), key=int.bit_count)
+        buckets = [_Bucket(self._bucket_bound(size, group := list(members)), size, group) for size, members in grouped]
+        buckets.sort(key=lambda bucket: bucket.bound)
+        return buckets
+
+    def bucket_entries(self, size: int, masks: list[int]) -> tuple[int, list[tuple[int, int]]]:
+        """``(prefix, [(low, mask)])`` for masks of one size, by increasing ``prefix | low`` == lower_bound()."""
+        target = self._target
+        if self._prefer_closest or target == 0:
+            lower_bound = self.lower_bound
+            return 0, sorted([(lower_bound(m), m) for m in masks])
+        # narrowest, inlined: the hot path on long hint lists
+        if size > target:
+            lowest_bits = bitmask.lowest_bits
+            return target << _KEY_COUNT_SHIFT, sorted([(lowest_bits(m, target), m) for m in masks])
+        prefix = size << _KEY_COUNT_SHIFT
+        if size < target:
+            prefix |= _TIER1 | (128 - size) << _TIER1_COUNT_SHIFT
+        ordered = sorted(masks)
+        return prefix, list(zip(ordered, ordered, strict=True))
+
+    def _bucket_bound(self, size: int, masks: list[int]) -> int:
+        """A lower bound of lower_bound() over masks of one size: their shared tier and size, the machine's
+        smallest distance sum for that size, and the smallest mask value a subset could have."""
+        target = self._target
+        if target == 0:
+            tier, subset_size, lowest = _TIER2, 1, bitmask.lowest_bits(functools.reduce(operator.or_, masks), 1)
+        elif size > target:
+            tier, subset_size = 0, target
+            lowest = bitmask.lowest_bits(functools.reduce(operator.or_, masks), target)
+        else:
+            tier = 0 if size == target else _TIER1 | (128 - size) << _TIER1_COUNT_SHIFT
+            subset_size, lowest = size, min(masks)
+        return tier | subset_size << _KEY_COUNT_SHIFT | self._spread_bound(subset_size) << _KEY_SUM_SHIFT | lowest
+
+    def _spread_bound(self, size: int) -> int:
+        """The machine-wide smallest distance sum a ``size``-node mask could have (0 without prefer-closest)."""
+        if not self._prefer_closest:
+            return 0
+        return size * self._min_self + size * (size - 1) * self._min_other
+
+    def _min_key(self, mask: int, size: int, subset_size: int) -> int:
+        """A lower bound of ``key`` over the ``subset_size``-node subsets of ``mask`` (``size`` nodes).
+
+        Narrowest: exact, the lowest bits. Prefer-closest: the smallest distance sum of such a subset when
+        there are few to try, else a machine-wide bound, with the lowest bits as the (valid) last component.
+        """
+        bound = subset_size << _KEY_COUNT_SHIFT | bitmask.lowest_bits(mask, subset_size)
+        if self._prefer_closest:
+            if math.comb(size, subset_size) <= _EXACT_SUBSET_LIMIT:
+                spread = self._numa_info.smallest_distance_sum(mask, subset_size)
+            else:
+                spread = self._spread_bound(subset_size)
+            bound |= spread << _KEY_SUM_SHIFT
+        return bound
+
+
+def merge_filtered_hints(
+    numa_info: NUMAInfo, dimensions: Sequence[Sequence[hints.TopologyHint]], *, prefer_closest: bool
+) -> hints.TopologyHint:
+    """``HintMerger.Merge`` over filtered dimensions: the kubelet's answer (see the module docstring)."""
+    universe = numa_info.default_affinity
+    # only the distinct masks of a dimension matter, with or without their preferred flag
+    offered = [{h.mask for h in dimension} for dimension in dimensions]
+    offered_preferred = [{h.mask for h in dimension if h.preferred} for dimension in dimensions]
+    ranking = _Ranking(numa_info, prefer_closest=prefer_closest, target=_max_of_min_counts(offered))
+    preferred = _best_preferred_mask(offered_preferred, universe, ranking)
+    if preferred is not None:
+        return hints.TopologyHint(preferred, True)
+    best = _best_non_preferred_mask(offered, universe, ranking)
+    return hints.TopologyHint(universe if best is None else best, False)
+
+
+def _max_of_min_counts(offered: Sequence[set[int | None]]) -> int:
+    """``maxOfMinAffinityCounts`` (BestNonPreferredAffinityCount): the widest of the narrowest non-nil masks."""
+    target = 0
+    for masks in offered:
+        counts = [m.bit_count() for m in masks if m is not None]
+        if counts:
+            target = max(target, min(counts))
+    return target
+
+
+def _best_preferred_mask(offered_preferred: Sequence[set[int | None]], universe: int, ranking: _Ranking) -> int | None:
+    """Step 1: the lowest-key mask of a permutation that is all preferred and all one mask.
+
+    ``offered_preferred`` holds each dimension's preferred masks, ``None`` standing for a preferred nil hint.
+    """
+    constraining: list[set[int | None]] = []  # the dimensions without a preferred nil hint
+    candidates: set[int | None] = {universe}  # all nil hints give the default affinity
+    for masks in offered_preferred:
+        if None in masks:
+            candidates |= masks  # an offered mask pairs with nil hints elsewhere
+        elif masks:
+            constraining.append(masks)
+        else:
+            return None
+    if constraining:
+        constraining.sort(key=len)
+        candidates = set(constraining[0])
+        for masks in constraining[1:]:
+            candidates &= masks
+    best: int | None = None
+    best_key = _UNREACHABLE
+    for raw in candidates:
+        if raw is None:
+            continue
+        merged = raw & universe
+        if merged:
+            key = ranking.key(merged)
+            if key < best_key:
+                best, best_key = merged, key
+    return best
+
+
+def _best_non_preferred_mask(offered: Sequence[set[int | None]], universe: int, ranking: _Ranking) -> int | None:
+    """Step 2: the lowest-rank non-empty AND over all permutations (none of them is preferred)."""
+    lower_bound = ranking.lower_bound
+    levels: list[tuple[int, list[_Bucket]]] = []
+    for raw_masks in offered:
+        masks = {universe if m is None else m & universe for m in raw_masks}
+        masks.discard(0)
+        if not masks:
+            return None
+        levels.append((len(masks), ranking.buckets(masks)))
+    levels.sort(key=lambda level: level[0])
+    buckets_of = [buckets for _, buckets in levels]
+    last = len(buckets_of) - 1
+    explored: list[set[int]] = [set() for _ in buckets_of]
+    best_rank = _UNREACHABLE
+    best_mask: int | None = None
+
+    def explore(level: int, partial: int) -> None:
+        nonlocal best_rank, best_mask
+        seen = explored[level]
+        for bucket in buckets_of[level]:
+            if bucket.bound >= best_rank:
+                break
+            prefix, entries = bucket.entries(ranking)
+            for low, mask in entries:
+                if prefix | low >= best_rank:
+                    break
+                merged = partial & mask
+                if not merged:
+                    continue
+                if level == last:
+                    rank = ranking.rank(merged)
+                    if rank < best_rank:
+                        best_rank, best_mask = rank, merged
+                elif merged not in seen and lower_bound(merged) < best_rank:
+                    seen.add(merged)
+                    explore(level + 1, merged)
+
+    if buckets_of:
+        explore(0, universe)
+    return best_mask
+
+
+# --- the factory ----------------------------------------------------------------------------------------------------
+
+PolicyFactory = Callable[[NUMAInfo, options.TopologyManagerOptions], TopologyPolicy]
+
+
+# The policies import this module's merge machinery, so they are imported when first built, not at import time.
+def _none(numa_info: NUMAInfo, opts: options.TopologyManagerOptions) -> TopologyPolicy:
+    from enforcer.topology import policy_none
+
+    return policy_none.NonePolicy(numa_info, opts)
+
+
+def _best_effort(numa_info: NUMAInfo, opts: options.TopologyManagerOptions) -> TopologyPolicy:
+    from enforcer.topology import policy_best_effort
+
+    return policy_best_effort.BestEffortPolicy(numa_info, opts)
+
+
+def _restricted(numa_info: NUMAInfo, opts: options.TopologyManagerOptions) -> TopologyPolicy:
+    from enforcer.topology import policy_restricted
+
+    return policy_restricted.RestrictedPolicy(numa_info, opts)
+
+
+def _single_numa_node(numa_info: NUMAInfo, opts: options.TopologyManagerOptions) -> TopologyPolicy:
+    from enforcer.topology import policy_single_numa_node
+
+    return policy_single_numa_node.SingleNumaNodePolicy(numa_info, opts)
+
+
+POLICIES: dict[str, PolicyFactory] = {
+    options.POLICY_NONE: _none,
+    options.POLICY_BEST_EFFORT: _best_effort,
+    options.POLICY_RESTRICTED: _restricted,
+    options.POLICY_SINGLE_NUMA_NODE: _single_numa_node,
+}
+
+
+def new_policy(
+    name: str,
+    numa_ids: Sequence[int],
+    opts: options.TopologyManagerOptions | None = None,
+    distances: Mapping[int, Sequence[int]] | None = None,
+) -> TopologyPolicy:
+    """Build a policy by its ``topologyManagerPolicy`` name (the policy part of kubelet ``NewManager``).
+
+    Raises :class:`ConfigError` for an unknown name, or when prefer-closest lacks
+    distances. The NUMA-count limit (P5) is :func:`options.check_startup`'s job.
+    """
+    factory = POLICIES.get(name)
+    if factory is None:
+        raise ConfigError(f'unknown policy: "{name}"')
+    opts = opts or options.TopologyManagerOptions()
+    if name == options.POLICY_NONE:
+        return factory(NUMAInfo(tuple(numa_ids)), opts)
+    numa_info = NUMAInfo.build(numa_ids, distances, need_distances=opts.prefer_closest_numa)
+    return factory(numa_info, opts)

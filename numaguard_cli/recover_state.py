@@ -1,0 +1,60 @@
+"""``numaguard recover-state``: inspect or repair the enforcer's state file after damage.
+
+Stop the enforcer first.  Modes (all the work is in
+:func:`enforcer.state.checkpoint.recover`; this module parses and prints):
+
+* ``check``: say whether the state file and its backup verify; changes nothing.
+  Exit 0 when the state file is valid or absent, 1 otherwise.
+* ``quarantine``: move the state file and its backup aside as
+  ``<file>.corrupt-<UTC time>``; the enforcer then starts from an empty state.
+  Drain the node first (pods keep their cgroups but the enforcer forgets what
+  they hold).  Refuses a valid file unless ``--force``.
+* ``from-backup``: restore ``<file>.bak`` (one save older) after moving the
+  damaged file aside.  Refuses a valid file unless ``--force``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from enforcer.state import checkpoint, errors
+
+HELP = "check the enforcer's state file, quarantine it, or restore it from its backup"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--state-dir",
+        default=checkpoint.DEFAULT_STATE_DIR,
+        metavar="DIR",
+        help=f"the enforcer's state directory (default {checkpoint.DEFAULT_STATE_DIR})",
+    )
+    parser.add_argument(
+        "--state-file",
+        default=checkpoint.DEFAULT_STATE_FILE,
+        metavar="FILE",
+        help=f"state file name inside --state-dir, or an absolute path (default {checkpoint.DEFAULT_STATE_FILE})",
+    )
+    parser.add_argument(
+        "--mode",
+        required=True,
+        choices=["check", "quarantine", "from-backup"],
+        help="check: report only; quarantine: move the file aside; from-backup: restore <file>.bak",
+    )
+    parser.add_argument("--force", action="store_true", help="act even when the state file is valid")
+
+
+def run(args: argparse.Namespace) -> int:
+    path = Path(args.state_dir) / args.state_file  # an absolute --state-file wins over --state-dir
+    try:
+        result = checkpoint.recover(path, mode=args.mode, force=args.force)
+    except errors.StateError as error:
+        print(f"numaguard recover-state: {error.message}", file=sys.stderr)
+        return 1
+    for line in result.actions:
+        print(line)
+    if args.mode == "check":
+        return 0 if result.status in ("valid", "missing") else 1
+    return 0

@@ -1,0 +1,10 @@
+#!/usr/bin/env bash
+# Run every check and test: lint, types, architecture contracts, then pytest.
+# Usage: ./run-tests.sh [extra pytest args]      (long suites: ./run-tests.sh -m slow)
+set -euo pipefail
+cd "$(dirname "$0")"
+scripts/ensure-venv.sh
+echo "== ruff";          .venv/bin/ruff check shared enforcer webhook servicekit numaguard_cli tests bench
+echo "== mypy --strict"; .venv/bin/mypy
+echo "== import-linter"; .venv/bin/lint-imports
+echo "== pytest";        exec .venv/bin/pytest "$@"

@@ -1,0 +1,172 @@
+"""Structured JSON logs with secrets redacted.
+
+One JSON object per line: ``ts`` (UTC, RFC 3339), ``level``, ``logger``,
+``event`` (the message, a stable phrase such as ``"cpus allocated"``), then the
+record's extra key-values (``log.info("pod admitted", extra={"uid": ...})``),
+then ``exc`` when an exception is attached.  Log collectors parse it without a
+grammar, and a stable event name is what alerts and dashboards key on.
+
+:class:`RedactingFilter` sits on the handler, so it sees every record that is
+written (including uvicorn's and other libraries' records that propagate to the
+root logger) and removes credentials before formatting: values under sensitive
+keys (Authorization, Cookie, ``*token*``, ``*password*``, ``*secret*``,
+``*private_key*``), ``Bearer``/``Basic`` credentials and JWTs inside text, ``token=``
+style query parameters, and PEM private-key blocks.  Redaction is best effort
+for free text; code must still never log a secret on purpose.
+
+This module configures logging only when asked (:func:`configure`); importing
+it changes nothing.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import logging
+import re
+import sys
+from collections.abc import Mapping
+from typing import IO, Any
+
+REDACTED = "[REDACTED]"
+
+_SENSITIVE_EXACT = frozenset({"authorization", "proxy-authorization", "cookie", "set-cookie", "x-api-key"})
+_SENSITIVE_PARTS = ("token", "password", "passwd", "secret", "private_key", "privatekey", "api_key", "apikey",
+                    "credential", "bearer")
+
+_PEM_PRIVATE_KEY = re.compile(
+    r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY-----.*?(?:-----END (?:[A-Z0-9]+ )*PRIVATE KEY-----|$)", re.DOTALL
+)
+# The scheme as HTTP spells it; prose such as "bearer tokens are accepted" stays readable.
+_AUTH_SCHEME = re.compile(r"\b(Bearer|Basic)\s+[A-Za-z0-9._~+/=-]{8,}")
+_HEADER_LINE = re.compile(r"(?i)\b((?:proxy-)?authorization|cookie)(\s*[:=]\s*)[^\r\n,;}]+")
+_JWT = re.compile(r"\beyJ[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]*")
+_KEY_VALUE = re.compile(
+    r"(?i)\b([A-Za-z_-]*(?:token|password|passwd|secret|api_?key)[A-Za-z_-]*)(=|:\s*)([^\s&,;\"']+)"
+)
+
+# Attributes every LogRecord has; anything else on a record came from ``extra=``.
+_RECORD_ATTRIBUTES = frozenset(vars(logging.LogRecord("", 0, "", 0, "", (), None)).keys()) | {
+    "message",
+    "asctime",
+    "color_message",  # uvicorn's ANSI-coloured duplicate of the message
+    "taskName",
+}
+
+
+def is_sensitive_key(key: object) -> bool:
+    if isinstance(key, bytes):
+        key = key.decode("latin-1")
+    if not isinstance(key, str):
+        return False
+    lowered = key.lower()
+    return lowered in _SENSITIVE_EXACT or any(part in lowered.replace("-", "_") for part in _SENSITIVE_PARTS)
+
+
+def redact_text(text: str) -> str:
+    """Remove credentials that appear inside free text."""
+    text = _PEM_PRIVATE_KEY.sub("[REDACTED PRIVATE KEY]", text)
+    text = _AUTH_SCHEME.sub(lambda m: f"{m.group(1)} {REDACTED}", text)
+    text = _HEADER_LINE.sub(lambda m: f"{m.group(1)}{m.group(2)}{REDACTED}", text)
+    text = _JWT.sub(REDACTED, text)
+    return _KEY_VALUE.sub(lambda m: f"{m.group(1)}{m.group(2)}{REDACTED}", text)
+
+
+def redact(value: object, key: object = None) -> object:
+    """A copy of ``value`` with secrets removed; mappings and sequences are walked (header pairs included)."""
+    if key is not None and is_sensitive_key(key):
+        return REDACTED
+    if isinstance(value, str):
+        return redact_text(value)
+    if isinstance(value, bytes):
+        return redact_text(value.decode("utf-8", "replace"))
+    if isinstance(value, Mapping):
+        return {str(k): redact(v, k) for k, v in value.items()}
+    if isinstance(value, list | tuple | set | frozenset):
+        items = list(value)
+        # ASGI/httpx header pairs: (name, value)
+        if len(items) == 2 and isinstance(items[0], str | bytes) and is_sensitive_key(items[0]):
+            return [redact(items[0]), REDACTED]
+        return [redact(item) for item in items]
+    return value
+
+
+class RedactingFilter(logging.Filter):
+    """Rewrites each record in place so no handler or formatter ever sees the secret."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        try:
+            message = record.getMessage()
+        except (TypeError, ValueError):  # a bad %-format: keep what we have
+            message = str(record.msg)
+        record.msg = redact_text(message)
+        record.args = None
+        for name, value in list(vars(record).items()):
+            if name not in _RECORD_ATTRIBUTES:
+                setattr(record, name, redact(value, name))
+        if record.exc_info and not record.exc_text:
+            record.exc_text = redact_text(logging.Formatter().formatException(record.exc_info))
+            record.exc_info = None
+        elif record.exc_text:
+            record.exc_text = redact_text(record.exc_text)
+        return True
+
+
+def _jsonable(value: object) -> object:
+    if value is None or isinstance(value, bool | int | float | str):
+        return value
+    if isinstance(value, Mapping):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple | set | frozenset):
+        return [_jsonable(v) for v in value]
+    return str(value)
+
+
+class JSONFormatter(logging.Formatter):
+    """One JSON object per record: ts, level, logger, event, extra key-values, exc."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        ts = datetime.datetime.fromtimestamp(record.created, tz=datetime.UTC)
+        doc: dict[str, Any] = {
+            "ts": ts.isoformat(timespec="milliseconds").replace("+00:00", "Z"),
+            "level": record.levelname.lower(),
+            "logger": record.name,
+            "event": record.getMessage(),
+        }
+        for name, value in vars(record).items():
+            if name not in _RECORD_ATTRIBUTES and name not in doc:
+                doc[name] = _jsonable(value)
+        if record.exc_info and not record.exc_text:
+            record.exc_text = self.formatException(record.exc_info)
+        if record.exc_text:
+            doc["exc"] = record.exc_text
+        return json.dumps(doc, ensure_ascii=False, separators=(",", ":"))
+
+
+def handler(stream: IO[str] | None = None) -> logging.Handler:
+    """A stream handler writing redacted JSON lines (to stderr by default)."""
+    out = logging.StreamHandler(stream if stream is not None else sys.stderr)
+    out.addFilter(RedactingFilter())
+    out.setFormatter(JSONFormatter())
+    return out
+
+
+def configure(level: str | int = "INFO", stream: IO[str] | None = None) -> logging.Handler:
+    """Make the root logger write redacted JSON lines; uvicorn's loggers propagate into it.
+
+    Replaces handlers a previous ``configure`` installed (idempotent), leaves
+    other handlers alone.
+    """
+    root = logging.getLogger()
+    for old in list(root.handlers):
+        if getattr(old, "_numaguard_json", False):
+            root.removeHandler(old)
+    new = handler(stream)
+    new._numaguard_json = True  # type: ignore[attr-defined]
+    root.addHandler(new)
+    root.setLevel(level.upper() if isinstance(level, str) else level)
+    for name in ("uvicorn", "uvicorn.error", "uvicorn.access"):
+        uv = logging.getLogger(name)
+        uv.handlers.clear()
+        uv.propagate = True
+    return new

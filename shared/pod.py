@@ -1,0 +1,307 @@
+"""Read-only models of what numaguard reads from a Pod, and the edge that parses one.
+
+:func:`parse_pod` turns a Pod object (an AdmissionReview ``object``, a watch
+event, a scenario step) into a frozen :class:`Pod`.  Unknown fields are ignored:
+nobody writes a Pod back from these models (mutations are JSONPatch operations
+against the raw object), so nothing is lost.  The raw object is kept, read-only
+by convention, for the few rules that compare whole containers (resize L4-L6).
+
+Quantities stay the strings (or YAML numbers) the object carried: syntax errors
+surface where a rule needs the value, as :class:`~shared.errors.QuantityError`
+naming the Kubernetes field path (``spec.containers[0].resources.requests[cpu]``).
+:meth:`Pod.to_resources` is the one way into the engine's integer view; it
+applies the API server's defaulting first (:mod:`shared.defaults`).
+
+This module must not do I/O, and must not grow behaviour that belongs to the
+services: it describes a pod, it does not decide anything about it.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping
+from typing import Annotated, Any
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PrivateAttr, ValidationError
+from pydantic.alias_generators import to_camel
+
+from shared import defaults, quantity
+from shared.errors import PodModelError
+from shared.resources import (
+    CPU,
+    ContainerKind,
+    ContainerResources,
+    PodResources,
+    QOSClass,
+    Resources,
+)
+
+MIRROR_POD_ANNOTATION = "kubernetes.io/config.mirror"
+WINDOWS = "windows"
+
+
+def _quantity_text(value: object) -> object:
+    """YAML hands us ``cpu: 2`` and ``cpu: 0.5`` as numbers; the API server would read them as quantities."""
+    if isinstance(value, bool):
+        raise ValueError("a quantity must be a string or a number")
+    if isinstance(value, int | float):
+        return str(value)
+    return value
+
+
+def _none_as_empty(value: object) -> object:
+    # JSON ``null`` for a map or list means "unset", which these models spell as empty.
+    return {} if value is None else value
+
+
+def _none_as_empty_list(value: object) -> object:
+    return [] if value is None else value
+
+
+def _empty_as_none(value: object) -> object:
+    return None if value == "" else value
+
+
+QuantityText = Annotated[str, BeforeValidator(_quantity_text)]
+ResourceList = Annotated[dict[str, QuantityText], BeforeValidator(_none_as_empty)]
+StringMap = Annotated[dict[str, str], BeforeValidator(_none_as_empty)]
+
+
+class _APIModel(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="ignore", alias_generator=to_camel, populate_by_name=True)
+
+
+class ObjectMeta(_APIModel):
+    name: str = ""
+    generate_name: str = ""
+    namespace: str = ""
+    uid: str = ""
+    labels: StringMap = Field(default_factory=dict)
+    annotations: StringMap = Field(default_factory=dict)
+
+
+class ResourceClaim(_APIModel):
+    name: str = ""
+    request: str = ""
+
+
+class ResourceRequirements(_APIModel):
+    requests: ResourceList = Field(default_factory=dict)
+    limits: ResourceList = Field(default_factory=dict)
+    # ``None`` (absent) and ``[]`` differ: upstream forbids any non-nil claims at pod level (V5).
+    claims: list[ResourceClaim] | None = None
+
+    def is_empty(self) -> bool:
+        return not self.requests and not self.limits and not self.claims
+
+
+class ContainerResizePolicy(_APIModel):
+    resource_name: str = ""
+    restart_policy: str = ""
+
+
+class Container(_APIModel):
+    name: str
+    image: str = ""
+    resources: ResourceRequirements = Field(default_factory=ResourceRequirements)
+    resize_policy: Annotated[list[ContainerResizePolicy], BeforeValidator(_none_as_empty_list)] = Field(
+        default_factory=list
+    )
+    restart_policy: str | None = None
+
+    @property
+    def is_sidecar(self) -> bool:
+        """A restartable init container (R1.3); meaningful only inside ``initContainers``."""
+        return self.restart_policy == "Always"
+
+
+class EphemeralContainer(_APIModel):
+    name: str
+    resources: ResourceRequirements = Field(default_factory=ResourceRequirements)
+
+
+class PodOS(_APIModel):
+    name: str = ""
+
+
+class PodSpec(_APIModel):
+    node_name: str = ""
+    os: PodOS | None = None
+    priority: int | None = None
+    # the API server defaults an unset policy to Always (SetDefaults_PodSpec)
+    restart_policy: str = "Always"
+    resources: ResourceRequirements | None = None
+    containers: list[Container]
+    init_containers: Annotated[list[Container], BeforeValidator(_none_as_empty_list)] = Field(default_factory=list)
+    ephemeral_containers: Annotated[list[EphemeralContainer], BeforeValidator(_none_as_empty_list)] = Field(
+        default_factory=list
+    )
+    overhead: ResourceList = Field(default_factory=dict)
+
+
+class ContainerState(_APIModel):
+    running: dict[str, Any] | None = None
+    waiting: dict[str, Any] | None = None
+    terminated: dict[str, Any] | None = None
+
+
+class ContainerStatus(_APIModel):
+    name: str
+    state: ContainerState = Field(default_factory=ContainerState)
+    # requests the kubelet admitted (allocated); ``None`` when the kubelet does not report them
+    allocated_resources: ResourceList | None = None
+    # what the runtime actually applied; its absence on a running container means an old kubelet (L8)
+    resources: ResourceRequirements | None = None
+
+
+class PodCondition(_APIModel):
+    type: str
+    status: str = ""
+    reason: str = ""
+    message: str = ""
+    last_transition_time: str | None = None
+    observed_generation: int | None = None
+
+
+class PodStatus(_APIModel):
+    phase: str = ""
+    qos_class: Annotated[QOSClass | None, BeforeValidator(_empty_as_none)] = None
+    container_statuses: Annotated[list[ContainerStatus], BeforeValidator(_none_as_empty_list)] = Field(
+        default_factory=list
+    )
+    init_container_statuses: Annotated[list[ContainerStatus], BeforeValidator(_none_as_empty_list)] = Field(
+        default_factory=list
+    )
+    # deprecated before v1.33 (R4.4) but still readable on old objects
+    resize: str | None = None
+    conditions: Annotated[list[PodCondition], BeforeValidator(_none_as_empty_list)] = Field(default_factory=list)
+    resources: ResourceRequirements | None = None
+    allocated_resources: ResourceList | None = None
+
+
+class Pod(_APIModel):
+    metadata: ObjectMeta = Field(default_factory=ObjectMeta)
+    spec: PodSpec
+    status: PodStatus = Field(default_factory=PodStatus)
+
+    _raw: dict[str, Any] = PrivateAttr(default_factory=dict)
+
+    @property
+    def raw(self) -> Mapping[str, Any]:
+        """The object this pod was parsed from (a private copy; never mutate it)."""
+        return self._raw
+
+    @property
+    def namespace(self) -> str:
+        """``metadata.namespace``, ``default`` when unset (a manifest, or a CREATE in mutating admission)."""
+        return self.metadata.namespace or "default"
+
+    @property
+    def is_mirror(self) -> bool:
+        """A static pod's API mirror (L7)."""
+        return MIRROR_POD_ANNOTATION in self.metadata.annotations
+
+    @property
+    def is_windows(self) -> bool:
+        return self.spec.os is not None and self.spec.os.name == WINDOWS
+
+    def containers_with_paths(self) -> list[tuple[ContainerKind, str, Container]]:
+        """Init containers (spec order) then app containers, each with its kind and field path."""
+        result: list[tuple[ContainerKind, str, Container]] = []
+        for i, c in enumerate(self.spec.init_containers):
+            result.append(("sidecar" if c.is_sidecar else "init", f"spec.initContainers[{i}]", c))
+        for i, c in enumerate(self.spec.containers):
+            result.append(("app", f"spec.containers[{i}]", c))
+        return result
+
+    def requirement_quantities(
+        self, *, pod_level_resources: bool = True
+    ) -> tuple[
+        list[defaults.ContainerRequirements[quantity.Quantity]], defaults.Requirements[quantity.Quantity] | None
+    ]:
+        """Exact quantities of every container (order of :meth:`containers_with_paths`) and of
+        ``spec.resources``, AFTER the API server's defaulting.  Raises ``QuantityError`` with the path."""
+        containers = [
+            defaults.ContainerRequirements(kind, _parse_stanza(c.resources, f"{path}.resources"))
+            for kind, path, c in self.containers_with_paths()
+        ]
+        stanza = None if self.spec.resources is None else _parse_stanza(self.spec.resources, "spec.resources")
+        return defaults.default_requirements(containers, stanza, pod_level_resources=pod_level_resources)
+
+    def to_resources(self, *, pod_level_resources: bool = True) -> PodResources:
+        """The engine's integer view, after defaulting.  ``QuantityError`` names the offending field.
+
+        With the PodLevelResources gate off, ``spec.resources`` is dropped as the API
+        server's strategy drops it on create (V11).
+        """
+        containers, stanza = self.requirement_quantities(pod_level_resources=pod_level_resources)
+        overhead = _parse_list(self.spec.overhead, "spec.overhead")
+        return PodResources(
+            uid=self.metadata.uid,
+            namespace=self.namespace,
+            name=self.metadata.name,
+            containers=tuple(
+                ContainerResources(name=c.name, kind=kind, resources=_to_ints(req.requirements))
+                for (kind, _, c), req in zip(self.containers_with_paths(), containers, strict=True)
+            ),
+            pod=_to_ints(stanza) if stanza is not None and pod_level_resources else None,
+            qos_class=self.status.qos_class,
+            priority=self.spec.priority or 0,
+            overhead={name: _to_int(name, q) for name, q in overhead.items()},
+        )
+
+
+def _parse_list(values: Mapping[str, str], path: str) -> dict[str, quantity.Quantity]:
+    # SetDefaults_ResourceList rounds every stored quantity up to milli precision.
+    return {name: quantity.parse(text, field=f"{path}[{name}]").rounded_up_to_milli() for name, text in values.items()}
+
+
+def _parse_stanza(resources: ResourceRequirements, path: str) -> defaults.Requirements[quantity.Quantity]:
+    return defaults.Requirements(
+        requests=_parse_list(resources.requests, f"{path}.requests"),
+        limits=_parse_list(resources.limits, f"{path}.limits"),
+    )
+
+
+def _to_int(name: str, q: quantity.Quantity) -> int:
+    return q.milli() if name == CPU else q.integer()
+
+
+def _to_ints(stanza: defaults.Requirements[quantity.Quantity]) -> Resources:
+    return Resources(
+        requests={n: _to_int(n, q) for n, q in stanza.requests.items()},
+        limits={n: _to_int(n, q) for n, q in stanza.limits.items()},
+    )
+
+
+# Fields whose values are maps keyed by user data: their keys print as ``[key]``.
+_MAP_FIELDS = frozenset({"requests", "limits", "labels", "annotations", "allocatedResources", "overhead"})
+
+
+def parse_pod(raw: object) -> Pod:
+    """Read a Pod object; ``PodModelError`` names every bad field by its Kubernetes path."""
+    if not isinstance(raw, Mapping):
+        raise PodModelError(f"a pod must be a JSON object, got {type(raw).__name__}")
+    try:
+        pod = Pod.model_validate(raw)
+    except ValidationError as exc:
+        problems = [(_field_path(err["loc"]), err["msg"].removeprefix("Value error, ")) for err in exc.errors()]
+        first_path, first_msg = problems[0]
+        rest = "".join(f"; {path}: {msg}" for path, msg in problems[1:])
+        raise PodModelError(f"{first_msg}{rest}", field=first_path or None) from None
+    pod._raw = copy.deepcopy(dict(raw))
+    return pod
+
+
+def _field_path(loc: tuple[int | str, ...]) -> str:
+    """Pydantic's ``('spec', 'containers', 1, 'resources', 'limits', 'cpu')`` as
+    ``spec.containers[1].resources.limits[cpu]``."""
+    path = ""
+    previous: int | str | None = None
+    for part in loc:
+        if isinstance(part, int) or previous in _MAP_FIELDS:
+            path += f"[{part}]"
+        else:
+            path += f".{part}" if path else str(part)
+        previous = part
+    return path

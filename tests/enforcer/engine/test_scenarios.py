@@ -1,0 +1,69 @@
+"""Every scenario with an ``expect`` list (bundled seeds and our own) gives the expected steps.
+
+The comparison is ../shared/bin/check-scenarios' rule: an expected step holds only
+the keys it checks; nested objects compare the same way.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from enforcer.engine import scenario
+
+ROOT = Path(__file__).resolve().parents[3]
+SCENARIO_DIRS = [ROOT / "numaguard_cli" / "scenarios", ROOT / "tests" / "scenarios"]
+FILES = sorted(p for d in SCENARIO_DIRS for p in d.glob("*.yaml"))
+
+
+def mismatches(expected: Any, actual: Any, where: str) -> Iterator[str]:
+    if isinstance(expected, dict):
+        if not isinstance(actual, dict):
+            yield f"{where}: expected an object, got {json.dumps(actual)}"
+            return
+        for key, value in expected.items():
+            if key not in actual:
+                yield f"{where}.{key}: missing (expected {json.dumps(value)})"
+            else:
+                yield from mismatches(value, actual[key], f"{where}.{key}")
+    elif isinstance(expected, list) and expected and isinstance(expected[0], dict):
+        if not isinstance(actual, list) or len(actual) != len(expected):
+            yield f"{where}: expected {len(expected)} entries, got {json.dumps(actual)}"
+            return
+        for i, (e, a) in enumerate(zip(expected, actual, strict=True)):
+            yield from mismatches(e, a, f"{where}[{i}]")
+    elif expected != actual:
+        yield f"{where}: expected {json.dumps(expected)}, got {json.dumps(actual)}"
+
+
+def run_file(path: Path) -> dict[str, Any]:
+    doc = yaml.safe_load(path.read_text())
+    topology_doc = None
+    topo_file = doc["node"].get("topologyFile")
+    if topo_file:
+        topology_doc = json.loads((path.parent / topo_file).read_text())
+    return scenario.run(doc, topology_doc=topology_doc)
+
+
+@pytest.mark.parametrize("path", FILES, ids=lambda p: p.stem)
+def test_scenario_steps_match_their_expectations(path: Path) -> None:
+    doc = yaml.safe_load(path.read_text())
+    result = run_file(path)
+    assert len(result["steps"]) == len(doc["steps"])
+    problems = list(mismatches(doc["expect"], result["steps"], "steps"))
+    assert problems == []
+
+
+def test_bundled_scenarios_are_the_shared_ones_with_local_topology_paths() -> None:
+    shared = ROOT.parent / "shared" / "scenarios"
+    if not shared.is_dir():
+        pytest.skip("../shared/scenarios is not beside the repository")
+    for original in shared.glob("*.yaml"):
+        bundled = ROOT / "numaguard_cli" / "scenarios" / original.name
+        expected = original.read_text().replace("topologyFile: ../topologies/", "topologyFile: ")
+        assert bundled.read_text() == expected, original.name

@@ -1,0 +1,244 @@
+"""Reading Pod objects: recorded kubectl output, error paths, and the defaulted integer view."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+from pod_dicts import PODS_DIR, container, pod, resources
+
+from shared.errors import PodModelError, QuantityError
+from shared.pod import Pod, parse_pod
+from shared.resources import ContainerResources, PodResources, Resources
+
+GI = 1 << 30
+FIXTURES = sorted(p.stem for p in PODS_DIR.glob("*.json"))
+
+
+def test_every_fixture_has_its_yaml_source() -> None:
+    assert FIXTURES
+    assert sorted(p.stem for p in (PODS_DIR / "src").glob("*.yaml")) == FIXTURES
+
+
+@pytest.mark.parametrize("name", FIXTURES)
+def test_every_recorded_fixture_parses_and_converts(name: str, fixture_pod: Callable[[str], Pod]) -> None:
+    p = fixture_pod(name)
+    view = p.to_resources()
+    assert [c.name for c in view.containers] == [c.name for c in p.spec.init_containers + p.spec.containers]
+
+
+def test_seed_one_reads_as_the_engine_expects(fixture_pod: Callable[[str], Pod]) -> None:
+    view = fixture_pod("tightly-coupled-database").to_resources()
+    none = Resources({}, {})
+    assert view == PodResources(
+        uid="",
+        namespace="default",
+        name="tightly-coupled-database",
+        containers=(
+            ContainerResources("metrics-exporter", "sidecar", none),
+            ContainerResources("backup-agent", "sidecar", none),
+            ContainerResources(
+                "database", "app", Resources({"cpu": 6000, "memory": 12 * GI}, {"cpu": 6000, "memory": 12 * GI})
+            ),
+        ),
+        pod=Resources({"cpu": 8000, "memory": 16 * GI}, {"cpu": 8000, "memory": 16 * GI}),
+    )
+
+
+def test_generate_name_pod_has_no_name_yet(fixture_pod: Callable[[str], Pod]) -> None:
+    p = fixture_pod("generate-name-train")
+    assert (p.metadata.name, p.metadata.generate_name, p.namespace) == ("", "train-", "ml")
+    assert p.metadata.annotations == {"example.com/team": "vision"}
+    assert p.to_resources().priority == 1000
+
+
+def test_yaml_numbers_are_read_as_quantities(pod_json: Callable[[str], dict[str, Any]]) -> None:
+    raw = pod_json("burstable-web")
+    assert raw["spec"]["containers"][0]["resources"]["limits"]["cpu"] == 1  # kubectl kept the YAML number
+    web = parse_pod(raw).to_resources().container("web")
+    assert web.resources.limits == {"cpu": 1000, "memory": 512 * (1 << 20)}
+
+
+def test_resize_policy_and_sidecars_are_read(fixture_pod: Callable[[str], Pod]) -> None:
+    web = fixture_pod("burstable-web").spec.containers[0]
+    assert [(p.resource_name, p.restart_policy) for p in web.resize_policy] == [
+        ("cpu", "NotRequired"),
+        ("memory", "RestartContainer"),
+    ]
+    router = fixture_pod("init-sidecar-hugepages")
+    assert [c.is_sidecar for c in router.spec.init_containers] == [False, True]
+    assert [kind for kind, _, _ in router.containers_with_paths()] == ["init", "sidecar", "app"]
+
+
+def test_raw_object_is_kept_as_a_private_copy() -> None:
+    raw = pod([container("a", image="app:v1", command=["run"])])
+    p = parse_pod(raw)
+    raw["spec"]["containers"][0]["command"] = ["changed"]
+    assert p.raw["spec"]["containers"][0]["command"] == ["run"]
+
+
+def test_unknown_fields_and_nulls_are_tolerated() -> None:
+    raw = pod([container("a", futureField={"x": 1})], dnsPolicy="ClusterFirst")
+    raw["metadata"]["annotations"] = None
+    raw["spec"]["initContainers"] = None
+    raw["spec"]["containers"][0]["resources"] = {"requests": None, "limits": {"cpu": "1"}}
+    p = parse_pod(raw)
+    assert p.metadata.annotations == {}
+    assert p.spec.init_containers == []
+    assert p.to_resources().container("a").resources.requests == {"cpu": 1000}
+
+
+def test_status_is_read(fixture_pod: Callable[[str], Pod]) -> None:
+    raw = pod(
+        [container("a", {"cpu": "1"})],
+        status={
+            "qosClass": "Burstable",
+            "containerStatuses": [
+                {
+                    "name": "a",
+                    "state": {"running": {}},
+                    "allocatedResources": {"cpu": "1"},
+                    "resources": {"requests": {"cpu": "1"}},
+                }
+            ],
+            "conditions": [{"type": "PodResizePending", "status": "True", "reason": "Deferred"}],
+            "resources": {"requests": {"cpu": "1"}},
+            "allocatedResources": {"cpu": "1"},
+        },
+    )
+    status = parse_pod(raw).status
+    assert status.qos_class == "Burstable"
+    assert status.container_statuses[0].state.running == {}
+    assert status.container_statuses[0].allocated_resources == {"cpu": "1"}
+    assert status.conditions[0].reason == "Deferred"
+    assert status.allocated_resources == {"cpu": "1"}
+
+
+@dataclass(frozen=True)
+class BadPodCase:
+    description: str
+    raw: object
+    field: str | None
+    fragment: str
+
+
+def _with(raw: dict[str, Any], path: tuple[str | int, ...], value: object) -> dict[str, Any]:
+    node: Any = raw
+    for part in path[:-1]:
+        node = node[part]
+    node[path[-1]] = value
+    return raw
+
+
+BAD_PODS = [
+    BadPodCase("a pod must be an object", ["not", "a", "pod"], None, "JSON object"),
+    BadPodCase("spec.containers is required", {"spec": {}}, "spec.containers", "Field required"),
+    BadPodCase(
+        "a container needs a name",
+        pod([container("a"), {"image": "x"}]),
+        "spec.containers[1].name",
+        "Field required",
+    ),
+    BadPodCase(
+        "a boolean is not a quantity",
+        pod([container("a", limits={"cpu": True})]),
+        "spec.containers[0].resources.limits[cpu]",
+        "quantity must be a string or a number",
+    ),
+    BadPodCase(
+        "a list is not a quantity",
+        pod([container("a")], init=[container("i", {"memory": ["1Gi"]})]),
+        "spec.initContainers[0].resources.requests[memory]",
+        "valid string",
+    ),
+    BadPodCase(
+        "annotation values are strings",
+        pod([container("a")], annotations={"example.com/x": 1}),  # type: ignore[dict-item]
+        "metadata.annotations[example.com/x]",
+        "valid string",
+    ),
+    BadPodCase(
+        "an unknown QoS class is rejected",
+        pod([container("a")], status={"qosClass": "Platinum"}),
+        "status.qosClass",
+        "Guaranteed",
+    ),
+    BadPodCase(
+        "allocated resources are quantities",
+        pod([container("a")], status={"containerStatuses": [{"name": "a", "allocatedResources": {"cpu": False}}]}),
+        "status.containerStatuses[0].allocatedResources[cpu]",
+        "quantity",
+    ),
+]
+
+
+@pytest.mark.parametrize("case", BAD_PODS, ids=lambda c: c.description)
+def test_bad_pod_error_names_the_kubernetes_field_path(case: BadPodCase) -> None:
+    with pytest.raises(PodModelError) as err:
+        parse_pod(case.raw)
+    assert err.value.field == case.field
+    assert case.fragment in str(err.value)
+    if case.field:
+        assert str(err.value).startswith(case.field + ": ")
+
+
+def test_every_bad_field_is_listed() -> None:
+    with pytest.raises(PodModelError) as err:
+        parse_pod(pod([{"image": "x"}, {"image": "y"}]))
+    assert "spec.containers[0].name" in str(err.value) and "spec.containers[1].name" in str(err.value)
+
+
+@dataclass(frozen=True)
+class BadQuantityCase:
+    description: str
+    raw: dict[str, Any]
+    field: str
+
+
+BAD_QUANTITIES = [
+    BadQuantityCase(
+        "app container request",
+        pod([container("a", {"cpu": "1x"})]),
+        "spec.containers[0].resources.requests[cpu]",
+    ),
+    BadQuantityCase(
+        "init container limit",
+        pod([container("a")], init=[container("i", limits={"memory": "lots"})]),
+        "spec.initContainers[0].resources.limits[memory]",
+    ),
+    BadQuantityCase(
+        "pod-level request",
+        pod([container("a")], pod_resources=resources({"cpu": "two"})),
+        "spec.resources.requests[cpu]",
+    ),
+    BadQuantityCase("overhead", pod([container("a")], overhead={"cpu": "?"}), "spec.overhead[cpu]"),
+]
+
+
+@pytest.mark.parametrize("case", BAD_QUANTITIES, ids=lambda c: c.description)
+def test_unparsable_quantity_error_names_the_field(case: BadQuantityCase) -> None:
+    p = parse_pod(case.raw)
+    with pytest.raises(QuantityError) as err:
+        p.to_resources()
+    assert err.value.field == case.field
+    assert str(err.value).startswith(case.field + ": quantities must match")
+
+
+def test_namespace_defaults_and_mirror_and_windows_are_recognised() -> None:
+    raw = pod([container("a")], annotations={"kubernetes.io/config.mirror": "abc"}, os="windows")
+    raw["metadata"].pop("namespace")
+    p = parse_pod(raw)
+    assert (p.namespace, p.is_mirror, p.is_windows) == ("default", True, True)
+    assert not parse_pod(pod([container("a")], os="linux")).is_windows
+
+
+def test_pod_level_resources_are_dropped_with_the_gate_off(fixture_pod: Callable[[str], Pod]) -> None:
+    assert fixture_pod("ml-workload").to_resources(pod_level_resources=False).pod is None
+
+
+def test_status_qos_class_and_overhead_reach_the_engine_view() -> None:
+    raw = pod([container("a", {"cpu": "1"})], overhead={"cpu": "250m"}, status={"qosClass": "Burstable"})
+    view = parse_pod(raw).to_resources()
+    assert (view.qos_class, dict(view.overhead)) == ("Burstable", {"cpu": 250})

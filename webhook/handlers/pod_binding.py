@@ -1,0 +1,67 @@
+"""``pods/binding``: ask the chosen node's enforcer to allocate the pod, then record or deny.
+
+Flow: read the Binding (namespace, name, the uid the scheduler set, the
+target node) -> find the pod (:mod:`webhook.pod_cache`) -> find the node's
+enforcer (:mod:`webhook.discovery`) -> ``POST /allocations`` over mutual TLS
+inside the call budget -> :mod:`webhook.binding` decides.  The allocation is
+idempotent by pod uid, so a retried binding (or both the mutating and the
+validating webhook handling it) gets the same allocation back.
+
+A dry-run binding asks the node nothing: the enforcer has no read-only
+allocation call, and a dry run must reserve nothing (R1.9, sideEffects
+NoneOnDryRun).  The review is allowed with a warning saying so.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from shared import contract
+from webhook import binding, decision, errors, review
+from webhook.handlers import common
+from webhook.services import Services
+
+
+async def handle(
+    request: review.AdmissionRequest, *, mode: common.Mode, services: Services
+) -> review.AdmissionResponse:
+    target = binding.read_binding(request.obj, namespace=request.namespace, name=request.name)
+    if request.dry_run:
+        outcome = binding.dry_run(target)
+    else:
+        outcome = await _allocate(target, request_id=request.uid, services=services)
+    return common.respond(request, outcome, mode=mode)
+
+
+async def _allocate(target: binding.BindingTarget, *, request_id: str, services: Services) -> decision.Decision:
+    settings = services.settings
+    seen = await services.pods.find(namespace=target.namespace, name=target.name, uid=target.uid)
+    if seen is None:
+        detail = (
+            "it is not among the pending pods the webhook watches"
+            if settings.pod_source == "kubernetes"
+            else "this webhook replica did not admit it (created before it started, or by another replica)"
+        )
+        return binding.unknown_pod(target, mode=settings.unknown_pod_mode, detail=detail)
+    target = dataclasses.replace(target, uid=target.uid or seen.uid)
+    if not target.uid:
+        return binding.unknown_pod(
+            target, mode=settings.unknown_pod_mode, detail="neither the binding nor the admitted pod carries a uid"
+        )
+    action = f"the binding of pod {target.pod_key} to node {target.node}"
+    url = services.enforcers.url_for(target.node)
+    if url is None:
+        missing = errors.NoEnforcerForNode(f"no numaguard enforcer is known for node {target.node}", node=target.node)
+        return decision.enforcer_unavailable(missing, failure_mode=settings.failure_mode, action=action)
+    allocation_request = contract.AllocationRequest(
+        pod=seen.with_identity(name=target.name, uid=target.uid), node_name=target.node
+    )
+    try:
+        allocation = await services.client.allocate(
+            url, allocation_request, node=target.node, budget=services.enforcer_budget, request_id=request_id
+        )
+    except errors.EnforcerRefused as err:
+        return binding.refused(err, target)
+    except errors.EnforcerError as err:  # unreachable, timed out, 404 or a reply outside the contract
+        return decision.enforcer_unavailable(err, failure_mode=settings.failure_mode, action=action)
+    return binding.allocated(allocation, target)

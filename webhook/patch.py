@@ -1,0 +1,88 @@
+"""RFC 6902 JSONPatch operations against the raw object, and their wire encoding.
+
+Mutations are computed as the *difference* between what an object carries and
+what it should carry, never as blind additions: re-running a mutation on an
+already-patched object (``reinvocationPolicy: IfNeeded``, W10) yields no
+operation at all, and a value someone changed by hand is replaced rather than
+duplicated.  The apiserver omits empty maps (admission-and-api.md §5), so a
+missing ``/metadata/annotations`` is created whole instead of adding a key
+under a parent that does not exist (R2.3).
+
+Pure: nothing here reads pods beyond the mapping it is given.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+OpName = Literal["add", "remove", "replace", "test"]
+
+
+@dataclass(frozen=True, slots=True)
+class Operation:
+    """One JSONPatch operation; ``value`` is ignored for ``remove``."""
+
+    op: OpName
+    path: str
+    value: Any = None
+
+    def to_json(self) -> dict[str, Any]:
+        if self.op == "remove":
+            return {"op": "remove", "path": self.path}
+        return {"op": self.op, "path": self.path, "value": self.value}
+
+
+def escape(token: str) -> str:
+    """A JSON Pointer reference token: ``~`` -> ``~0`` first, then ``/`` -> ``~1`` (RFC 6901 §3)."""
+    return token.replace("~", "~0").replace("/", "~1")
+
+
+def pointer(*tokens: str) -> str:
+    """``pointer("metadata", "annotations", "numaguard.io/plan")`` -> ``/metadata/annotations/numaguard.io~1plan``."""
+    return "".join(f"/{escape(t)}" for t in tokens)
+
+
+def map_entry_ops(parent: Sequence[str], current: object, desired: Mapping[str, str | None]) -> list[Operation]:
+    """Operations that make the string map at ``parent`` hold ``desired``.
+
+    ``desired`` maps a key to its value, or to ``None`` for "must be absent".
+    Keys ``desired`` does not name are left alone.  ``current`` is the map as
+    the object carries it (``None`` or a non-map when absent); ops come out in
+    key order so equal inputs give byte-equal patches.
+    """
+    wanted = {k: v for k, v in sorted(desired.items()) if v is not None}
+    if not isinstance(current, Mapping):
+        return [Operation("add", pointer(*parent), wanted)] if wanted else []
+    ops: list[Operation] = []
+    for key, value in sorted(desired.items()):
+        path = pointer(*parent, key)
+        if value is None:
+            if key in current:
+                ops.append(Operation("remove", path))
+        elif key not in current:
+            ops.append(Operation("add", path, value))
+        elif current[key] != value:
+            ops.append(Operation("replace", path, value))
+    return ops
+
+
+def annotation_ops(obj: Mapping[str, Any], desired: Mapping[str, str | None]) -> list[Operation]:
+    """Operations that give ``obj`` (a Pod, a Binding) the ``desired`` annotations; ``[]`` when it already has them."""
+    metadata = obj.get("metadata")
+    if not isinstance(metadata, Mapping):
+        wanted = {k: v for k, v in sorted(desired.items()) if v is not None}
+        return [Operation("add", "/metadata", {"annotations": wanted})] if wanted else []
+    return map_entry_ops(("metadata", "annotations"), metadata.get("annotations"), desired)
+
+
+def to_json(ops: Sequence[Operation]) -> bytes:
+    return json.dumps([op.to_json() for op in ops], separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+
+
+def encode(ops: Sequence[Operation]) -> str:
+    """``AdmissionResponse.patch``: standard, padded base64 of the UTF-8 JSON array (R2.2)."""
+    return base64.b64encode(to_json(ops)).decode("ascii")

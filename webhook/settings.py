@@ -1,0 +1,163 @@
+"""The webhook's configuration: one frozen model, read from a file, the environment and flags.
+
+Precedence, lowest first: defaults < config file (YAML or JSON, snake_case or
+camelCase keys) < environment (``WEBHOOK_<FIELD>``, e.g. ``WEBHOOK_FAILURE_MODE``)
+< explicit overrides (command-line flags).  Everything is validated once, at
+startup, and a setting that cannot work is a :class:`~webhook.errors.ConfigError`
+naming the field, never a surprise at the first admission request.
+
+This module reads the config file and nothing else; it must not open sockets
+or load certificates (``main`` does, from the paths given here).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic.alias_generators import to_camel
+
+from shared import quantity
+from shared.errors import QuantityError
+from webhook import errors, plan
+
+ENV_PREFIX = "WEBHOOK_"
+DEFAULT_MAX_BODY_BYTES = 3 * 1024 * 1024
+
+FailureMode = Literal["deny", "allow"]
+
+
+class WebhookSettings(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid", alias_generator=to_camel, populate_by_name=True)
+
+    # -- serving
+    listen: str = "0.0.0.0:8443"
+    tls_cert: Path | None = None  # serving certificate; without it the webhook speaks plain HTTP (local runs only)
+    tls_key: Path | None = None
+    cert_check_interval: float = Field(default=30.0, gt=0)
+    max_body_bytes: int = Field(default=DEFAULT_MAX_BODY_BYTES, gt=0)
+    log_level: str = "info"
+
+    # -- calling the enforcers (mutual TLS)
+    client_cert: Path | None = None
+    client_key: Path | None = None
+    enforcer_ca: Path | None = None
+    enforcer_discovery: Literal["static", "daemonset"] = "static"
+    enforcers_file: Path | None = None  # static: node name -> enforcer URL
+    enforcer_namespace: str = "numaguard"
+    enforcer_selector: str = "app.kubernetes.io/name=numaguard-enforcer"
+    enforcer_port: int = Field(default=8443, gt=0, lt=65536)
+    # The name the enforcer's certificate must carry when we dial a pod IP; None: the URL's host.
+    enforcer_server_name: str | None = None
+    # The MutatingWebhookConfiguration's timeoutSeconds (W5) and the share of it one enforcer call may use.
+    timeout_seconds: int = Field(default=10, ge=1, le=30)
+    enforcer_budget_seconds: float = Field(default=3.0, gt=0)
+    enforcer_retries: int = Field(default=1, ge=0, le=5)
+    failure_mode: FailureMode = "deny"  # an unreachable enforcer: deny the binding/resize, or allow with a warning
+
+    # -- pods
+    pod_source: Literal["seen", "kubernetes"] = "seen"  # kubernetes: a watch of unscheduled pods (in cluster)
+    pod_cache_size: int = Field(default=10_000, gt=0)
+    unknown_pod_mode: FailureMode = "deny"  # a binding for a pod this webhook never saw
+
+    # -- the plan
+    topology_manager_scope: plan.Scope = "pod"
+    pod_level_resource_managers: bool = True
+    numa_cpus: int | None = Field(default=None, gt=0)
+    numa_memory: str | None = None  # a quantity, e.g. "64Gi"
+
+    @model_validator(mode="after")
+    def _consistent(self) -> WebhookSettings:
+        if self.enforcer_budget_seconds > self.timeout_seconds / 2:
+            raise ValueError(
+                f"enforcer_budget_seconds {self.enforcer_budget_seconds} must stay well inside timeout_seconds "
+                f"{self.timeout_seconds} (at most half of it)"
+            )
+        if (self.tls_cert is None) != (self.tls_key is None):
+            raise ValueError("tls_cert and tls_key go together")
+        if (self.client_cert is None) != (self.client_key is None):
+            raise ValueError("client_cert and client_key go together")
+        if (self.numa_cpus is None) != (self.numa_memory is None):
+            raise ValueError("numa_cpus and numa_memory go together (the size of one NUMA node)")
+        if self.numa_memory is not None:
+            try:
+                if quantity.to_bytes(self.numa_memory) <= 0:
+                    raise ValueError(f"numa_memory must be positive, got {self.numa_memory!r}")
+            except QuantityError as err:
+                raise ValueError(f"numa_memory: {err.message}") from None
+        self.listen_address()
+        return self
+
+    def listen_address(self) -> tuple[str, int]:
+        host, sep, port = self.listen.rpartition(":")
+        if not sep or not port.isdigit() or not 0 <= int(port) < 65536:
+            raise ValueError(f"listen must be HOST:PORT, got {self.listen!r}")
+        return host.strip("[]") or "0.0.0.0", int(port)
+
+    def plan_policy(self) -> plan.PlanPolicy:
+        numa = None
+        if self.numa_cpus is not None and self.numa_memory is not None:
+            numa = plan.NUMANodeSize(self.numa_cpus, quantity.to_bytes(self.numa_memory))
+        return plan.PlanPolicy(
+            scope=self.topology_manager_scope,
+            numa_node=numa,
+            pod_level_resource_managers=self.pod_level_resource_managers,
+        )
+
+
+def _read_file(path: Path) -> dict[str, Any]:
+    try:
+        text = path.read_text()
+    except OSError as err:
+        raise errors.ConfigError(f"cannot read config file {path}: {err}") from None
+    try:
+        document = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
+    except (json.JSONDecodeError, yaml.YAMLError) as err:
+        raise errors.ConfigError(f"config file {path} does not parse: {err}") from None
+    if document is None:
+        return {}
+    if not isinstance(document, dict):
+        raise errors.ConfigError(f"config file {path} must hold a mapping, got {type(document).__name__}")
+    return {str(k): v for k, v in document.items()}
+
+
+def _from_env(env: Mapping[str, str]) -> dict[str, Any]:
+    found: dict[str, Any] = {}
+    for name in WebhookSettings.model_fields:
+        value = env.get(ENV_PREFIX + name.upper())
+        if value is not None:
+            found[name] = value
+    return found
+
+
+def _canonical_keys(values: Mapping[str, Any]) -> dict[str, Any]:
+    """Config files may spell keys camelCase; later sources must override earlier ones whatever the spelling."""
+    by_alias = {field.alias or name: name for name, field in WebhookSettings.model_fields.items()}
+    return {by_alias.get(key, key.replace("-", "_")): value for key, value in values.items()}
+
+
+def load(
+    config_file: Path | None = None,
+    *,
+    env: Mapping[str, str] | None = None,
+    overrides: Mapping[str, Any] | None = None,
+) -> WebhookSettings:
+    """Defaults < ``config_file`` < ``env`` (``os.environ`` when None) < ``overrides`` (None values are skipped)."""
+    merged: dict[str, Any] = {}
+    if config_file is not None:
+        merged.update(_canonical_keys(_read_file(config_file)))
+    merged.update(_from_env(os.environ if env is None else env))
+    merged.update({k: v for k, v in _canonical_keys(overrides or {}).items() if v is not None})
+    try:
+        return WebhookSettings.model_validate(merged)
+    except ValidationError as err:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in e['loc']) or 'settings'}: {e['msg'].removeprefix('Value error, ')}"
+            for e in err.errors()
+        )
+        raise errors.ConfigError(f"invalid webhook settings: {problems}") from None
