@@ -177,64 +177,90 @@ def _providers(
 
 
 def synthetic_cases() -> list[BenchCase]:
-    cases: list[BenchCase] = []
-    for node_count in (16, 32, 64):
-        numa_ids = tuple(range(node_count))
-        distances = socket_distances(node_count)
-        quarter = node_count // 4
+    return [case for node_count in (16, 32, 64) for case in _machine_cases(node_count)]
 
-        def case(name: str, providers: tuple[hints.ProviderHints, ...], prefer_closest: bool = False) -> BenchCase:
-            return BenchCase(
-                name=f"{node_count}numa/{name}",
-                policy_name=options.POLICY_RESTRICTED,
-                numa_ids=numa_ids,  # noqa: B023 - built and used within this iteration
-                prefer_closest=prefer_closest,
-                distances=distances,  # noqa: B023
-                providers=providers,
-            )
 
-        fits_one = _providers(node_count, cpu=8, memory=32, hugepages=4, max_size=2, cap=4096)
-        spans_two = _providers(node_count, cpu=40, memory=32, hugepages=4, max_size=3, cap=2500)
-        fragmented = _providers(
+def _machine_cases(node_count: int) -> list[BenchCase]:
+    """One machine's scenarios; every free-capacity pattern is a realistic state of a busy node."""
+    numa_ids = tuple(range(node_count))
+    distances = socket_distances(node_count)
+    quarter = node_count // 4
+
+    def case(name: str, providers: tuple[hints.ProviderHints, ...], prefer_closest: bool = False) -> BenchCase:
+        return BenchCase(
+            name=f"{node_count}numa/{name}",
+            policy_name=options.POLICY_RESTRICTED,
+            numa_ids=numa_ids,
+            prefer_closest=prefer_closest,
+            distances=distances,
+            providers=providers,
+        )
+
+    fits_one = _providers(node_count, cpu=8, memory=32, hugepages=4, max_size=2, cap=4096)
+    spans_two = _providers(node_count, cpu=40, memory=32, hugepages=4, max_size=3, cap=2500)
+    fragmented = _providers(
+        node_count,
+        cpu=40,
+        memory=32,
+        hugepages=4,
+        cpu_free=lambda n: 0 if n < quarter else CPU_PER_NODE,
+        memory_free=lambda n: 0 if n % 4 == 1 else MEMORY_PER_NODE,
+        hugepages_free=lambda n: 0 if n % 3 == 2 else HUGEPAGES_PER_NODE,
+        max_size=3,
+        cap=2500,
+    )
+    no_common_node = _providers(
+        node_count,
+        cpu=16,
+        memory=64,
+        hugepages=12,
+        cpu_free=lambda n: CPU_PER_NODE if n == 0 else 8,
+        memory_free=lambda n: MEMORY_PER_NODE if n == 1 else 32,
+        hugepages_free=lambda n: HUGEPAGES_PER_NODE if n == 2 else 6,
+        max_size=2,
+        cap=4096,
+    )
+    split_capacity = _providers(
+        node_count,
+        cpu=40,
+        memory=32,
+        hugepages=4,
+        cpu_free=lambda n: CPU_PER_NODE if n < 3 * quarter else 0,
+        hugepages_free=lambda n: HUGEPAGES_PER_NODE if n >= 5 * node_count // 8 else 0,
+        max_size=2,
+        cap=None,
+    )
+    disjoint_halves = _providers(
+        node_count,
+        cpu=40,
+        memory=32,
+        hugepages=4,
+        cpu_free=lambda n: CPU_PER_NODE if n < 2 * quarter else 0,
+        memory_free=lambda n: MEMORY_PER_NODE if n >= 2 * quarter else 0,
+        max_size=2,
+        cap=None,
+    )
+    cases = [
+        case("fit-one-node", fits_one),
+        case("cpu-spans-two", spans_two),
+        case("fragmented", fragmented),
+        case("fragmented/prefer-closest", fragmented, prefer_closest=True),
+        case("no-common-node", no_common_node),
+        case("split-capacity", split_capacity),
+        case("split-capacity/prefer-closest", split_capacity, prefer_closest=True),
+        case("disjoint-halves", disjoint_halves),
+    ]
+    if node_count == 16:
+        all_masks = _providers(
             node_count,
             cpu=40,
             memory=32,
             hugepages=4,
-            cpu_free=lambda n: 0 if n < quarter else CPU_PER_NODE,  # noqa: B023
-            memory_free=lambda n: 0 if n % 4 == 1 else MEMORY_PER_NODE,
-            hugepages_free=lambda n: 0 if n % 3 == 2 else HUGEPAGES_PER_NODE,
-            max_size=3,
-            cap=2500,
+            memory_free=lambda n: 24 if n < 4 else MEMORY_PER_NODE,
+            max_size=node_count,
+            cap=None,
         )
-        no_common_node = _providers(
-            node_count,
-            cpu=16,
-            memory=64,
-            hugepages=12,
-            cpu_free=lambda n: CPU_PER_NODE if n == 0 else 8,
-            memory_free=lambda n: MEMORY_PER_NODE if n == 1 else 32,
-            hugepages_free=lambda n: HUGEPAGES_PER_NODE if n == 2 else 6,
-            max_size=2,
-            cap=4096,
-        )
-        cases += [
-            case("fit-one-node", fits_one),
-            case("cpu-spans-two", spans_two),
-            case("fragmented", fragmented),
-            case("fragmented/prefer-closest", fragmented, prefer_closest=True),
-            case("no-common-node", no_common_node),
-        ]
-        if node_count == 16:
-            all_masks = _providers(
-                node_count,
-                cpu=40,
-                memory=32,
-                hugepages=4,
-                memory_free=lambda n: 24 if n < 4 else MEMORY_PER_NODE,
-                max_size=node_count,
-                cap=None,
-            )
-            cases.append(case("all-masks-cpu2", all_masks))
+        cases.append(case("all-masks-cpu2", all_masks))
     return cases
 
 
@@ -255,8 +281,14 @@ def oracle(case: BenchCase) -> tuple[H, bool] | None:
             continue
         for resource_hints in provider.values():
             dims.append([H(None, True)] if resource_hints is None else list(resource_hints) or [H(None, False)])
-    target = max((min(bitmask.count(h.mask) for h in d if h.mask is not None) for d in dims if any(
-        h.mask is not None for h in d)), default=0)
+    target = max(
+        (
+            min(bitmask.count(h.mask) for h in d if h.mask is not None)
+            for d in dims
+            if any(h.mask is not None for h in d)
+        ),
+        default=0,
+    )
     closest = case.prefer_closest
 
     def key(mask: int) -> tuple[int, ...]:
@@ -278,7 +310,9 @@ def oracle(case: BenchCase) -> tuple[H, bool] | None:
     def reachable(mask: int) -> bool:
         states = {universe}
         for d in dims:
-            supersets = {x for x in ((universe if h.mask is None else h.mask & universe) for h in d) if x & mask == mask}
+            supersets = {
+                x for x in ((universe if h.mask is None else h.mask & universe) for h in d) if x & mask == mask
+            }
             if not supersets:
                 return False
             states = {s & x for s in states for x in supersets}

@@ -41,7 +41,11 @@ class AllocationCounters:
         def flat(c: Counter[tuple[str, str]]) -> dict[str, int]:
             return {f"{a},{b}": v for (a, b), v in sorted(c.items())}
 
-        return {"allocations": flat(self.allocations), "errors": flat(self.errors), "assignments": flat(self.assignments)}
+        return {
+            "allocations": flat(self.allocations),
+            "errors": flat(self.errors),
+            "assignments": flat(self.assignments),
+        }
 
     @classmethod
     def from_dict(cls, data: dict[str, dict[str, int]]) -> AllocationCounters:

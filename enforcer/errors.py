@@ -53,7 +53,9 @@ class SMTAlignmentError(AdmissionRejected):
 
     reason = "SMTAlignmentError"
 
-    def __init__(self, message: str, *, requested_cpus: int, cpus_per_core: int, available_physical_cpus: int = 0) -> None:
+    def __init__(
+        self, message: str, *, requested_cpus: int, cpus_per_core: int, available_physical_cpus: int = 0
+    ) -> None:
         super().__init__(message)
         self.requested_cpus = requested_cpus
         self.cpus_per_core = cpus_per_core

@@ -29,7 +29,8 @@ def render(result: dict[str, Any]) -> str:
             lines.append(f"      reason: {step['reason']}: {step.get('message') or ''}")
         pool = step.get("podSharedPool")
         if pool:
-            lines.append(f"      pod shared pool: cpus {pool['cpus']}  memory NUMA {_cell(pool.get('memoryNUMANodes'))}")
+            nodes = _cell(pool.get("memoryNUMANodes"))
+            lines.append(f"      pod shared pool: cpus {pool['cpus']}  memory NUMA {nodes}")
         containers = step.get("containers") or {}
         if containers:
             rows = [("container", "cpu assignment", "cpus", "memory", "memory NUMA", "cfs quota")]

@@ -40,6 +40,8 @@ from webhook.metrics import WebhookMetrics
 log = logging.getLogger("webhook.enforcer_client")
 
 _RETRYABLE_STATUS = frozenset({502, 503, 504})
+# The enforcer's own authentication refusals; every other 403 reason is a node refusing the pod.
+_AUTH_REASONS = frozenset({"Unauthorized", "Forbidden"})
 _MODEL = TypeVar("_MODEL", contract.Allocation, contract.ResizeResult)
 
 
@@ -216,10 +218,13 @@ def _status_error(response: httpx.Response, *, node: str) -> errors.EnforcerErro
             field=body.field if body else None,
             status_code=409,
         )
+    if status == 401 or (status == 403 and body is not None and body.reason in _AUTH_REASONS):
+        detail = f": {body.message}" if body else ""
+        return errors.EnforcerProtocolError(
+            f"the enforcer on node {node} did not accept our client certificate{detail}", node=node
+        )
     if status in (400, 403, 422) and body is not None:
         return errors.EnforcerRefused(body.message, node=node, reason=body.reason, field=body.field, status_code=status)
-    if status == 401:
-        return errors.EnforcerProtocolError(f"the enforcer on node {node} rejected our client certificate", node=node)
     if status >= 500:
         detail = f": {body.reason}: {body.message}" if body else ""
         return errors.EnforcerUnavailable(f"the enforcer on node {node} answered HTTP {status}{detail}", node=node)

@@ -330,8 +330,9 @@ def _not_guaranteed_warnings(pod: PodResources, qos_class: QOSClass) -> list[str
     wanting = [c.name for c in pod.containers if c.is_guaranteed_equivalent() and _whole_cpus(c)]
     if not wanting:
         return []
+    verb = "asks" if len(wanting) == 1 else "ask"
     return [
-        f"the pod is {qos_class}, so no CPU is exclusive: {wording.names(wanting)} ask whole CPUs "
+        f"the pod is {qos_class}, so no CPU is exclusive: {wording.names(wanting)} {verb} whole CPUs "
         f"with requests == limits"
     ]
 
@@ -353,9 +354,9 @@ def _sidecar_warnings(plans: Sequence[ContainerPlan], *, remedy: str) -> list[st
     if not pinned:
         return []
     total = sum(p.exclusive_cpus for p in pinned)
-    label = "sidecar" if len(pinned) == 1 else "sidecars"
+    label, verb = ("sidecar", "pins") if len(pinned) == 1 else ("sidecars", "pin")
     return [
-        f"{label} {wording.names([p.name for p in pinned])} pin {total} exclusive CPU{'s' if total > 1 else ''} "
+        f"{label} {wording.names([p.name for p in pinned])} {verb} {total} exclusive CPU{'s' if total > 1 else ''} "
         f"for the pod's life; {remedy}"
     ]
 

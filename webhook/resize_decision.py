@@ -47,9 +47,7 @@ def judged(result: contract.ResizeResult, *, node: str, pod_key: str) -> decisio
         return decision.Decision.allow()
     if result.status == "Deferred":
         why = f": {detail}" if detail else ""
-        return decision.Decision.allow(
-            warnings=(f"resize deferred by node {node}{why}; it is applied when the node has room",)
-        )
+        return decision.Decision.allow(warnings=(f"node {node} deferred the resize until it has room{why}",))
     return decision.Decision.deny(
         errors.AdmissionDenied(
             f"node {node} cannot resize pod {pod_key}: {detail or 'the resize is infeasible'}",

@@ -270,26 +270,26 @@ def _target_steps(
             quota_decreases = current_quota.exceeds(target.cpu_quota)
             step("shrink" if quota_decreases else "grow", "cpu_quota", target.cpu_quota)
 
-    if target.cpus is not None:
-        current_cpus = _read(driver, target, "cpus", driver.read_cpus, out) if target.cpus else _NOT_READ
+    if target.cpus is not None and not target.cpus:
+        out.skipped.append(SkippedField(target.path, "cpus", "an empty cpuset is never written"))
+    elif target.cpus is not None:
+        current_cpus = _read(driver, target, "cpus", driver.read_cpus, out)
         if not isinstance(current_cpus, _ReadFailed):
             for phase, value in _set_steps(target.cpus.mask, current_cpus.mask, has_children, quota_decreases):
                 step(phase, "cpus", CPUSet.from_mask(value))
             if current_cpus != target.cpus:
                 diverged("cpus", target.cpus, current_cpus)
-        elif current_cpus is _NOT_READ:
-            out.skipped.append(SkippedField(target.path, "cpus", "an empty cpuset is never written"))
 
-    if target.mems is not None:
-        current_mems = _read(driver, target, "mems", driver.read_mems, out) if target.mems else _NOT_READ
+    if target.mems is not None and not target.mems:
+        out.skipped.append(SkippedField(target.path, "mems", "an empty cpuset.mems is never written"))
+    elif target.mems is not None:
+        current_mems = _read(driver, target, "mems", driver.read_mems, out)
         if not isinstance(current_mems, _ReadFailed):
             wanted_mask, current_mask = CPUSet(target.mems).mask, CPUSet(current_mems).mask
             for phase, value in _set_steps(wanted_mask, current_mask, has_children, quota_decreases):
                 step(phase, "mems", tuple(CPUSet.from_mask(value)))
             if current_mask != wanted_mask:
                 diverged("mems", target.mems, current_mems)
-        elif current_mems is _NOT_READ:
-            out.skipped.append(SkippedField(target.path, "mems", "an empty cpuset.mems is never written"))
 
     if target.memory_limit != UNSET:
         wanted_limit = target.memory_limit
@@ -324,11 +324,10 @@ def _set_steps(wanted: int, current: int, has_children: bool, quota_decreases: b
 
 
 class _ReadFailed:
-    """Marks a field whose read failed (already reported) or was not attempted."""
+    """Marks a field whose read failed (the failure or the pending path is already reported)."""
 
 
 _READ_FAILED: Final = _ReadFailed()
-_NOT_READ: Final = _ReadFailed()
 
 _T = TypeVar("_T")
 

@@ -6,13 +6,14 @@ touching the host.  It emulates the kernel where the emulation keeps callers
 honest:
 
 * memory limits are stored rounded down to ``page_size``, as the kernel does;
-* with ``v1_hierarchy=True`` (the default), cpuset writes obey cgroup v1's
-  rules: a child's cpus/mems must stay within its parent's (``EACCES``) and a
-  parent may not shrink under a child (``EBUSY``).  Only cgroups the recorder
-  knows take part, so a dry run with partial knowledge never fails spuriously.
+* with ``v1_hierarchy=True``, cpuset writes obey cgroup v1's rules: a child's
+  cpus/mems must stay within its parent's (``EACCES``) and a parent may not
+  shrink under a child (``EBUSY``).  Only cgroups the recorder knows take part.
 
 ``auto_create=True`` (dry-run) makes every path exist on first use with
-kernel-like defaults; otherwise only paths added with :meth:`add` exist.
+kernel-like defaults; otherwise only paths added with :meth:`add` exist.  The
+v1 rules default to on for explicit trees and off with ``auto_create``, where
+an auto-created parent's empty cpuset means "unknown", not "no CPUs".
 Must not: touch the filesystem.
 """
 
@@ -63,12 +64,12 @@ class RecordingCgroupDriver:
         self,
         *,
         page_size: int = 4096,
-        v1_hierarchy: bool = True,
+        v1_hierarchy: bool | None = None,
         auto_create: bool = False,
         log_writes: bool = False,
     ) -> None:
         self.page_size = page_size
-        self.v1_hierarchy = v1_hierarchy
+        self.v1_hierarchy = (not auto_create) if v1_hierarchy is None else v1_hierarchy
         self.auto_create = auto_create
         self.log_writes = log_writes
         self.writes: list[CgroupWrite] = []

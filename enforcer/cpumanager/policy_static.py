@@ -26,10 +26,10 @@ import logging
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
-from itertools import combinations
 
 from enforcer.counters import AllocationCounters
 from enforcer.cpumanager import assignment
+from enforcer.cpumanager import resize as cpu_resize
 from enforcer.cpumanager.options import StaticPolicyOptions
 from enforcer.cpumanager.policy import CFSQuotaLevel, CPUPolicy, IsolationLevel
 from enforcer.cpumanager.policy_none import check_state_policy_name
@@ -42,6 +42,7 @@ from enforcer.errors import (
     UnexpectedAdmissionError,
 )
 from enforcer.features import FeatureGates
+from enforcer.topology import hint_masks
 from enforcer.topology.hints import ProviderHints, TopologyHint
 from enforcer.topology.machine import CPUTopology
 from shared.cpuset import EMPTY, CPUSet
@@ -68,20 +69,20 @@ class _NUMACombination:
     sockets: int
 
 
-def _numa_combinations(topology: CPUTopology) -> tuple[_NUMACombination, ...]:
-    """Every non-empty NUMA set in ``bitmask.IterateBitMasks`` order: by size, then lexicographic."""
+def _numa_combinations(topology: CPUTopology, min_size: int) -> tuple[_NUMACombination, ...]:
+    """The NUMA sets hint generation considers, in ``bitmask.IterateBitMasks`` order (all of them up to
+    8 NUMA nodes, as the kubelet; a pruned set beyond, see :mod:`enforcer.topology.hint_masks`)."""
     numa_ids = sorted(topology.numa_masks)
     result: list[_NUMACombination] = []
-    for size in range(1, len(numa_ids) + 1):
-        for combo in combinations(numa_ids, size):
-            numa_mask = 0
-            cpu_mask = 0
-            sockets: set[int] = set()
-            for numa in combo:
-                numa_mask |= 1 << numa
-                cpu_mask |= topology.numa_masks[numa]
-                sockets.update(topology.sockets_of_numa.get(numa, ()))
-            result.append(_NUMACombination(numa_mask, cpu_mask, size, cpu_mask.bit_count(), len(sockets)))
+    for combo in hint_masks.candidate_masks(numa_ids, min_size, distances=topology.distances):
+        numa_mask = 0
+        cpu_mask = 0
+        sockets: set[int] = set()
+        for numa in combo:
+            numa_mask |= 1 << numa
+            cpu_mask |= topology.numa_masks[numa]
+            sockets.update(topology.sockets_of_numa.get(numa, ()))
+        result.append(_NUMACombination(numa_mask, cpu_mask, len(combo), cpu_mask.bit_count(), len(sockets)))
     return tuple(result)
 
 
@@ -160,7 +161,8 @@ class StaticPolicy:
             prefer_align_uncore=opts.prefer_align_cpus_by_uncorecache,
             align_by_socket=opts.align_by_socket,
         )
-        self._combinations = _numa_combinations(topology)
+        # min_size -> combinations; one entry (all masks) on machines the kubelet enumerates exhaustively
+        self._combinations: dict[int, tuple[_NUMACombination, ...]] = {}
         self._num_numa = len(topology.numa_masks)
         self._numa_per_socket = self._num_numa // topology.num_sockets
 
@@ -413,6 +415,17 @@ class StaticPolicy:
             state.reusable[pod.uid] = current - cpus
 
     # -- hints -----------------------------------------------------------------------------
+    def _combinations_for(self, request: int) -> tuple[_NUMACombination, ...]:
+        topo = self._topology
+        exhaustive = len(topo.numa_masks) <= hint_masks.EXHAUSTIVE_NUMA_LIMIT
+        min_size = 1
+        if not exhaustive:
+            min_size = hint_masks.min_size_for((m.bit_count() for m in topo.numa_masks.values()), request)
+        cached = self._combinations.get(min_size)
+        if cached is None:
+            cached = self._combinations[min_size] = _numa_combinations(topo, min_size)
+        return cached
+
     def _generate_hints(self, available: CPUSet, reusable: CPUSet, request: int) -> list[TopologyHint]:
         """R6.3 ``generateCPUTopologyHints`` over every NUMA combination."""
         min_affinity = self._num_numa
@@ -420,7 +433,7 @@ class StaticPolicy:
         reusable_count = reusable_mask.bit_count()
         available_mask = available.mask
         fitting: list[_NUMACombination] = []
-        for combo in self._combinations:
+        for combo in self._combinations_for(request):
             if combo.total_cpus >= request and combo.size < min_affinity:
                 min_affinity = combo.size
             if reusable_mask & ~combo.cpu_mask:
@@ -592,6 +605,19 @@ class StaticPolicy:
         for cpus in state.entries.get(pod_uid, {}).values():
             in_use = in_use | cpus
         state.default = state.default | (released - in_use)
+
+    # -- in-place resize (extended mode; the rules live in enforcer.cpumanager.resize) -------
+    def resize_infeasibility(
+        self, state: CPUState, old_pod: PodResources, new_pod: PodResources, alignment: cpu_resize.ResizeAlignment
+    ) -> tuple[str, str] | None:
+        """(reason, message) when the resize can never be honoured on this node (KEP-5554, KEP-5526)."""
+        return cpu_resize.resize_infeasibility(self, state, old_pod, new_pod, alignment)
+
+    def resize(
+        self, state: CPUState, old_pod: PodResources, new_pod: PodResources, alignment: cpu_resize.ResizeAlignment
+    ) -> None:
+        """Resize the pod's exclusive CPUs and bubble in ``state``; raises AdmissionRejected (``Deferred``: not now)."""
+        cpu_resize.resize(self, state, old_pod, new_pod, alignment)
 
     def state_from_dict(self, doc: object) -> CPUState:
         """Read a saved state back and run the restart checks on it (kubelet checkpoint restore + ``Start``)."""

@@ -14,10 +14,10 @@ reads as zero bytes (Go would dereference a nil table).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping, Sequence
-from itertools import combinations
+from collections.abc import Iterable, Mapping, Sequence
 
 from enforcer.memorymanager.state import Block, MemoryTable, NUMANodeState, bits_mask, mask_bits
+from enforcer.topology import hint_masks
 from enforcer.topology.hints import TopologyHint
 from shared.resources import MEMORY
 
@@ -31,19 +31,15 @@ def _table(machine: Mapping[int, NUMANodeState], node_id: int, resource: str) ->
     return table if table is not None else _EMPTY
 
 
-def iterate_masks(node_ids: Sequence[int]) -> Iterator[tuple[int, ...]]:
-    """``bitmask.IterateBitMasks``: every non-empty subset, by size, then in lexicographic order."""
-    ordered = sorted(node_ids)
-    for size in range(1, len(ordered) + 1):
-        yield from combinations(ordered, size)
-
-
 def _groups_equal(a: Iterable[int], b: Iterable[int]) -> bool:
     return sorted(a) == sorted(b)
 
 
 def calculate_hints(
-    machine: Mapping[int, NUMANodeState], requests: Mapping[str, int], reusable: Mapping[int, Mapping[str, int]]
+    machine: Mapping[int, NUMANodeState],
+    requests: Mapping[str, int],
+    reusable: Mapping[int, Mapping[str, int]],
+    distances: Mapping[int, Sequence[int]] | None = None,
 ) -> dict[str, list[TopologyHint]]:
     """H1-H6: one hint list per requested type (the same masks for all); ``{}`` when no mask fits.
 
@@ -51,7 +47,16 @@ def calculate_hints(
     """
     masks: list[tuple[int, ...]] = []
     min_affinity_size = len(machine)
-    for bits in iterate_masks(list(machine)):
+    node_ids = list(machine)
+    min_size = max(
+        (
+            hint_masks.min_size_for((_table(machine, n, name).allocatable for n in node_ids), size)
+            for name, size in requests.items()
+        ),
+        default=1,
+    )
+    groups = {tuple(sorted(state.cells)) for state in machine.values() if len(state.cells) > 1}
+    for bits in hint_masks.candidate_masks(node_ids, min_size, distances=distances, extra=groups):
         # H1: enough allocatable (capacity, not free) for every type
         if any(sum(_table(machine, n, name).allocatable for n in bits) < size for name, size in requests.items()):
             continue

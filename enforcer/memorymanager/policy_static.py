@@ -30,6 +30,7 @@ from enforcer.counters import AllocationCounters
 from enforcer.errors import ConfigError, EmptyPodSharedPoolError, MemoryAllocationError, UnexpectedAdmissionError
 from enforcer.features import FeatureGates
 from enforcer.memorymanager import placement, requests, restore
+from enforcer.memorymanager import resize as memory_resize
 from enforcer.memorymanager.policy import MemoryAssignment, MemoryPolicy
 from enforcer.memorymanager.state import (
     Block,
@@ -142,7 +143,9 @@ class StaticMemoryPolicy:
         blocks = state.container_blocks(pod.uid, container.name)
         if blocks is not None:
             return _regenerate_hints(blocks, wanted)  # H7
-        return placement.calculate_hints(state.machine_state, wanted, state.reusable.get(pod.uid, {}))
+        return placement.calculate_hints(
+            state.machine_state, wanted, state.reusable.get(pod.uid, {}), self._topology.distances
+        )
 
     def get_pod_topology_hints(self, state: MemoryState, pod: PodResources) -> ProviderHints:
         if not self._guaranteed(pod):
@@ -158,7 +161,9 @@ class StaticMemoryPolicy:
             blocks = state.container_blocks(pod.uid, container.name)
             if blocks is not None:
                 return _regenerate_hints(blocks, wanted)  # H7, pod scope: any container with blocks
-        return placement.calculate_hints(state.machine_state, wanted, state.reusable.get(pod.uid, {}))
+        return placement.calculate_hints(
+            state.machine_state, wanted, state.reusable.get(pod.uid, {}), self._topology.distances
+        )
 
     # -- allocation --------------------------------------------------------------------
     def allocate(
@@ -275,7 +280,7 @@ class StaticMemoryPolicy:
         reusable = state.reusable.get(pod.uid, {})
         best = affinity if affinity is not None else TopologyHint(None, False)
         if best.mask is None:
-            hints = placement.calculate_hints(machine, wanted, reusable)
+            hints = placement.calculate_hints(machine, wanted, reusable, self._topology.distances)
             default = placement.find_best_hint(placement.hints_for_choice(hints)) if hints else None
             if default is None:
                 raise MemoryAllocationError(NO_DEFAULT_AFFINITY)
@@ -286,7 +291,7 @@ class StaticMemoryPolicy:
         if mask & ~bits_mask(machine):
             raise MemoryAllocationError(f"[memorymanager] the hint {best} names NUMA nodes this machine does not have")
         if not placement.affinity_satisfies(machine, mask, wanted):
-            hints = placement.calculate_hints(machine, wanted, reusable)
+            hints = placement.calculate_hints(machine, wanted, reusable, self._topology.distances)
             supersets = [h for h in placement.hints_for_choice(hints) if (h.mask or 0) & mask == mask]
             extended = placement.find_best_hint(supersets)
             if extended is None:
@@ -365,6 +370,17 @@ class StaticMemoryPolicy:
             return
         state.delete_container(pod_uid, container_name)
         placement.release(state.machine_state, blocks)
+
+    # -- in-place resize (extended mode; the rules live in enforcer.memorymanager.resize) ----
+    def resize_infeasibility(
+        self, state: MemoryState, old_pod: PodResources, new_pod: PodResources
+    ) -> tuple[str, str] | None:
+        """(reason, message) when the blocks' NUMA nodes can never hold the resize."""
+        return memory_resize.resize_infeasibility(self._gates, state, old_pod, new_pod)
+
+    def resize(self, state: MemoryState, old_pod: PodResources, new_pod: PodResources) -> None:
+        """Resize the pod's blocks in place in ``state``; raises AdmissionRejected (``Deferred``: not now)."""
+        memory_resize.resize(self._gates, state, old_pod, new_pod)
 
     # -- read API ------------------------------------------------------------------------
     def state_from_dict(self, doc: object) -> MemoryState:

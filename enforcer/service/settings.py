@@ -170,7 +170,9 @@ def _flatten_node_section(document: dict[str, Any], *, base: Path) -> dict[str, 
         raise ConfigError("config file: node must be a mapping (the scenario file's node section)")
     unknown = sorted(set(map(str, node)) - set(_NODE_SECTION))
     if unknown:
-        raise ConfigError(f"config file: node: unknown fields: {', '.join(unknown)} (known: {', '.join(_NODE_SECTION)})")
+        raise ConfigError(
+            f"config file: node: unknown fields: {', '.join(unknown)} (known: {', '.join(_NODE_SECTION)})"
+        )
     for key, value in node.items():
         field = _NODE_SECTION[str(key)]
         if field in ("topology_file", "sysfs_root") and isinstance(value, str):

@@ -46,28 +46,35 @@ How we find the minimum without the cross product
    preferred hint (or covers with a preferred nil hint), plus the default
    affinity when every dimension has a preferred nil hint. Take the lowest key.
 2. Otherwise every candidate is non-preferred and only its mask matters: a
-   depth-first branch and bound over the dimensions (smallest first), on the
-   partial AND of the masks chosen so far:
+   depth-first branch and bound over the dimensions (fewest distinct masks
+   first), on the partial AND of the masks chosen so far:
    * dedupe: each dimension's masks are made distinct (after the AND with the
      default affinity); a partial mask already explored at a depth is not
      explored again (its completions are the same set);
    * bound: every completion of a partial mask p is a non-empty subset of p, and
-     ``lower_bound(p)`` is a lower bound of the rank of any such subset (exact
-     for the narrowest order: tier 0 with the T lowest bits of p when
-     count(p) >= T, p itself otherwise). A branch whose bound is not below the
+     ``lower_bound(p)`` is a lower bound of the rank of any such subset (for
+     "narrowest" it is exact: tier 0 with the T lowest bits of p when
+     count(p) >= T, p itself otherwise). Past the first descent, a second bound
+     joins it: a completion is also a subset of one mask per remaining
+     dimension, so a node of a k-node answer shares a mask with each of the
+     other k-1 in every remaining dimension ("co-occurrence"); nodes with too
+     few such companions cannot be in it. A branch whose bound is not below the
      best rank found cannot improve it (equal rank means the same mask);
-   * order: each dimension's masks are sorted by their own bound once; since a
-     subset's bound is never lower, the loop stops at the first mask whose bound
+   * order: each dimension's masks are grouped by size, each group sorted by
+     bound only when the search first reaches it; a mask's subsets never have
+     a lower bound than the mask, so a scan stops at the first mask whose bound
      reaches the best rank, and the first answers found tend to be the best.
    Both steps are exact by the argmin argument; pruning only skips branches that
-   cannot hold a strictly better mask.
+   cannot hold a strictly better mask. Keys and ranks are packed into single
+   ints (see ``_KEY_COUNT_SHIFT``) so the hot loops compare ints, not tuples.
 
-Cost: step 1 is linear in the number of hints. Step 2 explores at most the
-distinct partial masks per depth (at most 2^N for N NUMA nodes, so 8-NUMA
-worst cases stay in the tens of milliseconds) and, on realistic hint lists,
-stops after a few branches (the best mask is usually among the first tried).
-Adversarial inputs on many NUMA nodes can still be expensive; never worse than
-the kubelet's enumeration, which it dedupes.
+Cost: step 1 is linear in the number of hints. Step 2 looks at no more
+(partial mask, mask) pairs than the kubelet visits permutations, since partial
+masks are deduplicated, and usually at a tiny fraction: on realistic hint lists
+the best mask is among the first tried and the bounds close every other branch.
+Up to 2^N partial masks per depth can exist (N NUMA nodes), so 8-NUMA worst
+cases stay in milliseconds; adversarial inputs on many NUMA nodes can still be
+slow (see ``bench/bench_merge.py`` for figures).
 """
 
 from __future__ import annotations
@@ -161,6 +168,18 @@ class NUMAInfo:
         if self.distances is None:
             raise ConfigError("NUMA distances are required by prefer-closest-numa-nodes")
         own, pair = self._own_distance, self._pair_distance
+        first = (mask & -mask).bit_length() - 1
+        rest = mask & (mask - 1)
+        if not rest:
+            return own[first] if mask else 0
+        third_on = rest & (rest - 1)
+        if not third_on & (third_on - 1):  # two or three nodes: the common cases, without building a list
+            second = (rest & -rest).bit_length() - 1
+            total = own[first] + own[second] + pair[first][second]
+            if third_on:
+                third = third_on.bit_length() - 1
+                total += own[third] + pair[first][third] + pair[second][third]
+            return total
         ids = bitmask.ids_of(mask)
         total = 0
         for position, first in enumerate(ids):
@@ -170,15 +189,27 @@ class NUMAInfo:
                 total += row[second]
         return total
 
-    def smallest_distance_sum(self, mask: int, size: int) -> int:
-        """The smallest distance sum of a ``size``-node subset of ``mask`` (by enumeration: keep it small)."""
+    def closest_subset(self, mask: int, size: int) -> tuple[int, int]:
+        """``(distance sum, mask)`` of the closest ``size``-node subset of ``mask``, lower value on ties.
+
+        By enumeration: keep ``comb(count(mask), size)`` small.
+        """
+        own, pair = self._own_distance, self._pair_distance
+        if size == 2 and mask.bit_count() == 3:  # the common case (a triple hint, a pair target), unrolled
+            first_bit = mask & -mask
+            second_bit = (mask ^ first_bit) & -(mask ^ first_bit)
+            third_bit = mask ^ first_bit ^ second_bit
+            a, b, c = (first_bit.bit_length() - 1, second_bit.bit_length() - 1, third_bit.bit_length() - 1)
+            return min(
+                (own[a] + own[b] + pair[a][b], first_bit | second_bit),
+                (own[a] + own[c] + pair[a][c], first_bit | third_bit),
+                (own[b] + own[c] + pair[b][c], second_bit | third_bit),
+            )
         ids = bitmask.ids_of(mask)
-        if size == 1:
-            return min(self._own_distance[i] for i in ids)
         if size == 2:
-            own, pair = self._own_distance, self._pair_distance
-            return min(own[a] + own[b] + pair[a][b] for a, b in itertools.combinations(ids, 2))
-        return min(self.distance_sum(bitmask.from_ids(subset)) for subset in itertools.combinations(ids, size))
+            return min((own[a] + own[b] + pair[a][b], 1 << a | 1 << b) for a, b in itertools.combinations(ids, 2))
+        subsets = (bitmask.from_ids(subset) for subset in itertools.combinations(ids, size))
+        return min((self.distance_sum(subset), subset) for subset in subsets)
 
     def narrowest(self, first: int, second: int) -> int:
         """``NUMAInfo.Narrowest``."""
@@ -322,18 +353,24 @@ class _Ranking:
         return buckets
 
     def bucket_entries(self, size: int, masks: list[int]) -> tuple[int, list[tuple[int, int]]]:
-        """``(prefix, [(low, mask)])`` for masks of one size, by increasing ``prefix | low`` == lower_bound()."""
+        """``(prefix, [(low, mask)])`` for masks of one size, by increasing ``prefix | low`` == lower_bound().
+
+        The common cases are inlined (this is the hot path on long hint lists); the rest defers to lower_bound().
+        """
         target = self._target
-        if self._prefer_closest or target == 0:
+        if target == 0 or (size > target and self._prefer_closest):
             lower_bound = self.lower_bound
             return 0, sorted([(lower_bound(m), m) for m in masks])
-        # narrowest, inlined: the hot path on long hint lists
         if size > target:
             lowest_bits = bitmask.lowest_bits
             return target << _KEY_COUNT_SHIFT, sorted([(lowest_bits(m, target), m) for m in masks])
+        # size <= target: the bound is the rank itself
         prefix = size << _KEY_COUNT_SHIFT
         if size < target:
             prefix |= _TIER1 | (128 - size) << _TIER1_COUNT_SHIFT
+        if self._prefer_closest:
+            distance_sum = self._numa_info.distance_sum
+            return prefix, sorted([(distance_sum(m) << _KEY_SUM_SHIFT | m, m) for m in masks])
         ordered = sorted(masks)
         return prefix, list(zip(ordered, ordered, strict=True))
 
@@ -357,20 +394,50 @@ class _Ranking:
             return 0
         return size * self._min_self + size * (size - 1) * self._min_other
 
+    def co_occurrence_bound(self, partial: int, company: Sequence[int]) -> int:
+        """A lower bound of ``rank`` over the subsets of ``partial`` whose nodes all keep company.
+
+        ``company[i]``: the nodes that share a mask with node ``i`` in every remaining dimension. A k-node
+        answer only holds nodes with at least k companions (themselves included) inside ``partial``.
+        """
+        companions: list[tuple[int, int]] = []
+        widest = 0
+        rest = partial
+        while rest:
+            low = rest & -rest
+            rest ^= low
+            together = partial & company[low.bit_length() - 1]
+            if together & low:
+                size = together.bit_count()
+                companions.append((size, low))
+                widest = max(widest, size)
+        if widest == 0:
+            return _UNREACHABLE
+        target = self._target
+        if target == 0:
+            tier, size = _TIER2, 1
+        elif widest >= target:
+            tier, size = 0, target
+        else:
+            tier, size = _TIER1 | (128 - widest) << _TIER1_COUNT_SHIFT, widest
+        eligible = 0
+        for companion_count, node in companions:
+            if companion_count >= size:
+                eligible |= node
+        lowest = bitmask.lowest_bits(eligible, size)
+        return tier | size << _KEY_COUNT_SHIFT | self._spread_bound(size) << _KEY_SUM_SHIFT | lowest
+
     def _min_key(self, mask: int, size: int, subset_size: int) -> int:
         """A lower bound of ``key`` over the ``subset_size``-node subsets of ``mask`` (``size`` nodes).
 
-        Narrowest: exact, the lowest bits. Prefer-closest: the smallest distance sum of such a subset when
-        there are few to try, else a machine-wide bound, with the lowest bits as the (valid) last component.
+        Narrowest: exact, the lowest bits. Prefer-closest: exact (the closest subset) when there are few
+        subsets to try, else the machine-wide smallest sum with the lowest bits (a valid, looser bound).
         """
-        bound = subset_size << _KEY_COUNT_SHIFT | bitmask.lowest_bits(mask, subset_size)
-        if self._prefer_closest:
-            if math.comb(size, subset_size) <= _EXACT_SUBSET_LIMIT:
-                spread = self._numa_info.smallest_distance_sum(mask, subset_size)
-            else:
-                spread = self._spread_bound(subset_size)
-            bound |= spread << _KEY_SUM_SHIFT
-        return bound
+        if self._prefer_closest and math.comb(size, subset_size) <= _EXACT_SUBSET_LIMIT:
+            spread, closest = self._numa_info.closest_subset(mask, subset_size)
+            return subset_size << _KEY_COUNT_SHIFT | spread << _KEY_SUM_SHIFT | closest
+        spread = self._spread_bound(subset_size)
+        return subset_size << _KEY_COUNT_SHIFT | spread << _KEY_SUM_SHIFT | bitmask.lowest_bits(mask, subset_size)
 
 
 def merge_filtered_hints(
@@ -433,45 +500,108 @@ def _best_preferred_mask(offered_preferred: Sequence[set[int | None]], universe:
 
 def _best_non_preferred_mask(offered: Sequence[set[int | None]], universe: int, ranking: _Ranking) -> int | None:
     """Step 2: the lowest-rank non-empty AND over all permutations (none of them is preferred)."""
-    lower_bound = ranking.lower_bound
-    levels: list[tuple[int, list[_Bucket]]] = []
+    dimensions: list[set[int]] = []
     for raw_masks in offered:
         masks = {universe if m is None else m & universe for m in raw_masks}
         masks.discard(0)
         if not masks:
             return None
-        levels.append((len(masks), ranking.buckets(masks)))
-    levels.sort(key=lambda level: level[0])
-    buckets_of = [buckets for _, buckets in levels]
-    last = len(buckets_of) - 1
-    explored: list[set[int]] = [set() for _ in buckets_of]
-    best_rank = _UNREACHABLE
-    best_mask: int | None = None
+        dimensions.append(masks)
+    if not dimensions:
+        return None
+    dimensions.sort(key=len)
+    return _BranchAndBound(dimensions, ranking).best_mask(universe)
 
-    def explore(level: int, partial: int) -> None:
-        nonlocal best_rank, best_mask
-        seen = explored[level]
-        for bucket in buckets_of[level]:
-            if bucket.bound >= best_rank:
+
+class _BranchAndBound:
+    """Depth-first search over the dimensions on the partial AND, pruned by lower bounds (module docstring).
+
+    Two bounds: the mask-only one of :meth:`_Ranking.lower_bound`, and, once the search goes past its first
+    descent (easy merges never pay for it), a co-occurrence bound. A final mask is a subset of one chosen hint
+    per remaining dimension, so each of its nodes only keeps company with nodes that share a hint with it in
+    every remaining dimension; a node with fewer than k such companions cannot be in a k-node answer.
+    """
+
+    __slots__ = (
+        "_levels",
+        "_ranking",
+        "_explored",
+        "_last",
+        "_best_rank",
+        "_best_mask",
+        "_dimensions",
+        "_company",
+        "_descents",
+    )
+
+    def __init__(self, dimensions: list[set[int]], ranking: _Ranking) -> None:
+        self._dimensions = dimensions
+        self._levels = [ranking.buckets(masks) for masks in dimensions]
+        self._ranking = ranking
+        self._explored: list[set[int]] = [set() for _ in dimensions]
+        self._last = len(dimensions) - 1
+        self._best_rank = _UNREACHABLE
+        self._best_mask: int | None = None
+        self._company: list[list[int]] | None = None
+        self._descents = 0
+
+    def best_mask(self, universe: int) -> int | None:
+        self._explore(0, universe)
+        return self._best_mask
+
+    def _explore(self, level: int, partial: int) -> None:
+        ranking = self._ranking
+        seen = self._explored[level]
+        last = level == self._last
+        for bucket in self._levels[level]:
+            if bucket.bound >= self._best_rank:
                 break
             prefix, entries = bucket.entries(ranking)
             for low, mask in entries:
-                if prefix | low >= best_rank:
+                if prefix | low >= self._best_rank:
                     break
                 merged = partial & mask
                 if not merged:
                     continue
-                if level == last:
+                if last:
                     rank = ranking.rank(merged)
-                    if rank < best_rank:
-                        best_rank, best_mask = rank, merged
-                elif merged not in seen and lower_bound(merged) < best_rank:
+                    if rank < self._best_rank:
+                        self._best_rank, self._best_mask = rank, merged
+                elif merged not in seen and self._bound(merged, level + 1) < self._best_rank:
                     seen.add(merged)
-                    explore(level + 1, merged)
+                    self._explore(level + 1, merged)
 
-    if buckets_of:
-        explore(0, universe)
-    return best_mask
+    def _bound(self, partial: int, next_level: int) -> int:
+        bound = self._ranking.lower_bound(partial)
+        if bound >= self._best_rank:
+            return bound
+        self._descents += 1
+        if self._company is None:
+            if self._descents <= len(self._levels):
+                return bound
+            self._company = self._company_tables()
+        return max(bound, self._ranking.co_occurrence_bound(partial, self._company[next_level]))
+
+    def _company_tables(self) -> list[list[int]]:
+        """Per level, by node: the nodes sharing a mask with it in every dimension from that level on.
+
+        Level 0 is never asked for (bounds are taken on partials that still face levels 1..last).
+        """
+        width = max(max(masks).bit_length() for masks in self._dimensions)
+        tables: list[list[int]] = [[] for _ in self._dimensions]
+        following: list[int] | None = None
+        for level in range(self._last, 0, -1):
+            company = [0] * width
+            for mask in self._dimensions[level]:
+                rest = mask
+                while rest:
+                    low = rest & -rest
+                    company[low.bit_length() - 1] |= mask
+                    rest ^= low
+            if following is not None:
+                company = [nodes & more for nodes, more in zip(company, following, strict=True)]
+            tables[level] = following = company
+        return tables
 
 
 # --- the factory ----------------------------------------------------------------------------------------------------

@@ -9,6 +9,7 @@ fail these tests.
 
 from __future__ import annotations
 
+import asyncio
 import datetime
 import ssl
 from collections.abc import Callable, Iterator
@@ -265,3 +266,38 @@ def test_clients_of_a_rotated_ca_are_accepted_after_the_ca_file_is_reloaded(
     certs.write_private_file(served_dir.cert("ca"), old_ca + new_ca.certificate_pem())
     assert server.call(reloader.check) is True
     assert get(server.port, context).json()["peer"]["issuer"]["commonName"] == "numaguard-ca-2"
+
+
+def test_watch_checks_after_every_interval_until_cancelled(
+    served_dir: certs.Bundle, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    reloader = tls.ReloadingServerContext(tls.TLSFiles.in_directory(served_dir.directory, "enforcer"))
+    ca = certs.load_pair(served_dir.cert("ca"), served_dir.key("ca"))
+    rotated = certs.issue_serving_certificate(ca, "numaguard-enforcer", dns_names=["localhost"])
+    certs.write_pair(rotated, served_dir.cert("enforcer"), served_dir.key("enforcer"))
+    waited: list[float] = []
+
+    async def clock(seconds: float) -> None:  # the watch loop's only clock: two ticks, then shutdown
+        waited.append(seconds)
+        if len(waited) > 2:
+            raise asyncio.CancelledError
+
+    monkeypatch.setattr(tls.asyncio, "sleep", clock)
+    with pytest.raises(asyncio.CancelledError):
+        asyncio.run(reloader.watch(5.0))
+    assert waited == [5.0, 5.0, 5.0]
+    assert reloader.reloads == 1  # the second tick found nothing new
+
+
+def test_watching_runs_the_watch_task_only_inside_the_block(served_dir: certs.Bundle) -> None:
+    reloader = tls.ReloadingServerContext(tls.TLSFiles.in_directory(served_dir.directory, "enforcer"))
+
+    async def lifespan() -> tuple[bool, bool]:
+        def watch_running() -> bool:
+            return any(t.get_name() == "tls-certificate-reload" and not t.done() for t in asyncio.all_tasks())
+
+        async with reloader.watching(3600):
+            inside = watch_running()
+        return inside, watch_running()
+
+    assert asyncio.run(lifespan()) == (True, False)

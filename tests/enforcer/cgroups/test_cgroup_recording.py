@@ -116,3 +116,12 @@ def test_recording_driver_snapshot_is_a_copy() -> None:
 
     assert snapshot.memory_usage == 10
     assert rec.read_memory_usage("g") == 20
+
+
+def test_recording_driver_in_dry_run_does_not_treat_unknown_parents_as_empty() -> None:
+    rec = recording.RecordingCgroupDriver(auto_create=True)
+    rec.read_memory_limit("kubepods/pod1")  # auto-creates the pod with an unknown (empty) cpuset
+
+    rec.write_cpus("kubepods/pod1/c", CPUSet.parse("3"))
+
+    assert rec.read_cpus("kubepods/pod1/c") == CPUSet.parse("3")

@@ -5,7 +5,8 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
-from collections.abc import Callable
+import tempfile
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
@@ -130,18 +131,29 @@ KUBELET_FIXTURES = [
 ]
 
 
+@pytest.fixture
+def scratch(tmp_path: Path) -> Iterator[Path]:
+    """A directory for big generated trees: in memory when /dev/shm is there (thousands of small files)."""
+    shm = Path("/dev/shm")
+    if shm.is_dir() and os.access(shm, os.W_OK):
+        with tempfile.TemporaryDirectory(dir=shm, prefix="numaguard-sysfs-") as directory:
+            yield Path(directory)
+    else:
+        yield tmp_path
+
+
 @pytest.mark.skipif(not SHARED_MACHINES, reason="the brief's shared/ directory is not beside the repo")
 @pytest.mark.parametrize("doc", SHARED_MACHINES)
-def test_shared_machines_survive_a_round_trip_through_sysfs(doc: dict[str, Any], tmp_path: Path) -> None:
-    make_tree.write_tree(doc, tmp_path)
-    assert discovery.discover(tmp_path) == machine.from_document(doc)
+def test_shared_machines_survive_a_round_trip_through_sysfs(doc: dict[str, Any], scratch: Path) -> None:
+    make_tree.write_tree(doc, scratch)
+    assert discovery.discover(scratch) == machine.from_document(doc)
 
 
 @pytest.mark.skipif(not KUBELET_FIXTURES, reason="the brief's conformance topologies are not beside the repo")
 @pytest.mark.parametrize("doc", KUBELET_FIXTURES)
-def test_kubelet_fixture_machines_keep_their_cores_sockets_numa_and_uncore(doc: dict[str, Any], tmp_path: Path) -> None:
-    make_tree.write_tree(doc, tmp_path)
-    discovered, expected = discovery.discover(tmp_path), machine.from_document(doc)
+def test_kubelet_fixture_machines_keep_their_cores_sockets_numa_and_uncore(doc: dict[str, Any], scratch: Path) -> None:
+    make_tree.write_tree(doc, scratch)
+    discovered, expected = discovery.discover(scratch), machine.from_document(doc)
     assert placement(discovered) == placement(expected)
     assert cores(discovered) == cores(expected)
 
@@ -206,27 +218,40 @@ def _remove(path_of: Callable[[Path], Path]) -> Callable[[Path], None]:
 
 BROKEN_TREES = [
     BrokenTree("missing core_id", _remove(lambda t: cpu_file(t, "cpu1/topology/core_id")), "cpu1/topology/core_id"),
-    BrokenTree("core_id not a number", _write(lambda t: cpu_file(t, "cpu2/topology/core_id"), "two\n"),
-               "cpu2/topology/core_id"),
-    BrokenTree("negative core_id", _write(lambda t: cpu_file(t, "cpu2/topology/core_id"), "-4\n"),
-               "cpu2/topology/core_id"),
-    BrokenTree("missing package id", _remove(lambda t: cpu_file(t, "cpu3/topology/physical_package_id")),
-               "cpu3/topology/physical_package_id"),
-    BrokenTree("uncore id garbage", _write(lambda t: cpu_file(t, "cpu0/cache/index3/id"), "L3\n"),
-               "cpu0/cache/index3/id"),
-    BrokenTree("online list names a cpu without a directory", _write(lambda t: cpu_file(t, "online"), "0-8\n"),
-               "cpu/online"),
+    BrokenTree(
+        "core_id not a number", _write(lambda t: cpu_file(t, "cpu2/topology/core_id"), "two\n"), "cpu2/topology/core_id"
+    ),
+    BrokenTree(
+        "negative core_id", _write(lambda t: cpu_file(t, "cpu2/topology/core_id"), "-4\n"), "cpu2/topology/core_id"
+    ),
+    BrokenTree(
+        "missing package id",
+        _remove(lambda t: cpu_file(t, "cpu3/topology/physical_package_id")),
+        "cpu3/topology/physical_package_id",
+    ),
+    BrokenTree(
+        "uncore id garbage", _write(lambda t: cpu_file(t, "cpu0/cache/index3/id"), "L3\n"), "cpu0/cache/index3/id"
+    ),
+    BrokenTree(
+        "online list names a cpu without a directory", _write(lambda t: cpu_file(t, "online"), "0-8\n"), "cpu/online"
+    ),
     BrokenTree("online list garbage", _write(lambda t: cpu_file(t, "online"), "0-3,x\n"), "cpu/online"),
     BrokenTree("node cpulist garbage", _write(lambda t: node_file(t, "node0/cpulist"), "7-3\n"), "node0/cpulist"),
     BrokenTree("missing node cpulist", _remove(lambda t: node_file(t, "node0/cpulist")), "node0/cpulist"),
-    BrokenTree("online cpu in no node", _write(lambda t: node_file(t, "node0/cpulist"), "0-6\n"),
-               "devices/system/node"),
-    BrokenTree("meminfo without MemTotal", _write(lambda t: node_file(t, "node0/meminfo"), "Node 0 MemFree: 1 kB\n"),
-               "node0/meminfo"),
+    BrokenTree(
+        "online cpu in no node", _write(lambda t: node_file(t, "node0/cpulist"), "0-6\n"), "devices/system/node"
+    ),
+    BrokenTree(
+        "meminfo without MemTotal",
+        _write(lambda t: node_file(t, "node0/meminfo"), "Node 0 MemFree: 1 kB\n"),
+        "node0/meminfo",
+    ),
     BrokenTree("missing meminfo", _remove(lambda t: node_file(t, "node0/meminfo")), "node0/meminfo"),
-    BrokenTree("hugepage count garbage",
-               _write(lambda t: node_file(t, "node0/hugepages/hugepages-2048kB/nr_hugepages"), "many\n"),
-               "hugepages-2048kB/nr_hugepages"),
+    BrokenTree(
+        "hugepage count garbage",
+        _write(lambda t: node_file(t, "node0/hugepages/hugepages-2048kB/nr_hugepages"), "many\n"),
+        "hugepages-2048kB/nr_hugepages",
+    ),
     BrokenTree("distance row too long", _write(lambda t: node_file(t, "node0/distance"), "10 21\n"), "node0/distance"),
     BrokenTree("distance row garbage", _write(lambda t: node_file(t, "node0/distance"), "ten\n"), "node0/distance"),
 ]

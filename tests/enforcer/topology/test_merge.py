@@ -37,8 +37,14 @@ def reference_merge(
     *,
     prefer_closest: bool,
     distances: Mapping[int, Sequence[int]] | None,
+    deduplicate: bool = False,
 ) -> tuple[H, bool]:
-    """The kubelet's ``Merge`` of each policy, enumerating every permutation as the kubelet does."""
+    """The kubelet's ``Merge`` of each policy, enumerating every permutation as the kubelet does.
+
+    ``deduplicate`` folds over the distinct candidate hints (in an arbitrary order) instead of every
+    permutation in cross-product order: the same answer if, as the merge module argues, the fold is an
+    argmin; the literal mode checks that argument, the fast one lets bigger inputs be checked.
+    """
     default_affinity = bitmask.from_ids(numa_ids)
     filtered: list[list[H]] = []
     for provider in providers_hints:
@@ -144,20 +150,24 @@ def reference_merge(
         return compare_masks(current, candidate)
 
     best: H | None = None
-    for permutation in itertools.product(*filtered):
-        preferred = True
-        affinities: list[int] = []
-        for h in permutation:
-            if h.mask is not None:
-                affinities.append(h.mask)
-                if h.mask != affinities[0]:
+    if deduplicate:
+        for candidate in sorted(_distinct_candidates(filtered, default_affinity), key=lambda h: (h.mask, h.preferred)):
+            best = compare(best, candidate)
+    else:
+        for permutation in itertools.product(*filtered):
+            preferred = True
+            affinities: list[int] = []
+            for h in permutation:
+                if h.mask is not None:
+                    affinities.append(h.mask)
+                    if h.mask != affinities[0]:
+                        preferred = False
+                if not h.preferred:
                     preferred = False
-            if not h.preferred:
-                preferred = False
-        merged = default_affinity
-        for a in affinities:
-            merged &= a
-        best = compare(best, H(merged, preferred))
+            merged = default_affinity
+            for a in affinities:
+                merged &= a
+            best = compare(best, H(merged, preferred))
     result = best if best is not None else H(default_affinity, False)
 
     if policy_name == SINGLE:
@@ -167,6 +177,25 @@ def reference_merge(
     if policy_name == RESTRICTED:
         return result, result.preferred
     return result, True
+
+
+def _distinct_candidates(filtered: Sequence[Sequence[H]], default_affinity: int) -> set[H]:
+    """Every distinct ``mergePermutation`` result, built dimension by dimension on
+    (AND so far, preferred so far, first non-nil mask) states."""
+    states: set[tuple[int, bool, int | None]] = {(default_affinity, True, None)}
+    for hs in filtered:
+        following: set[tuple[int, bool, int | None]] = set()
+        for merged, preferred, first in states:
+            for h in hs:
+                if h.mask is None:
+                    following.add((merged, preferred and h.preferred, first))
+                    continue
+                same = first is None or h.mask == first
+                still = preferred and h.preferred and same
+                # once not preferred, the first mask no longer matters: forget it to keep states few
+                following.add((merged & h.mask, still, (h.mask if first is None else first) if still else -1))
+        states = following
+    return {H(merged, preferred) for merged, preferred, _ in states}
 
 
 # --- one common table, every policy ---------------------------------------------------------------------------------
@@ -323,6 +352,28 @@ COMMON_CASES = [
         },
     ),
     MergeCase(
+        "a deep search keeps nodes whose companions number exactly the target count",
+        (
+            {
+                "a": [
+                    H(m(0, 1, 3, 5, 6), False),
+                    H(m(0, 1, 3, 4, 5), False),
+                    H(m(1, 2, 3, 5, 6), False),
+                    H(m(1, 4), False),
+                ]
+            },
+            {"b": [H(m(0, 2, 4, 5, 6), False), H(m(0, 2, 4), False), H(m(2, 3, 6), False)]},
+            {"c": [H(m(0, 4, 5, 6), False), H(m(0, 5, 6), False), H(m(0, 2, 3, 5, 6), False)]},
+            {"d": [H(m(0, 1, 3, 4, 5, 6), False), H(m(1, 6), False), H(m(0, 2, 3, 4, 6), False)]},
+        ),
+        {
+            BEST_EFFORT: (H(m(0, 4, 5), False), True),
+            RESTRICTED: (H(m(0, 4, 5), False), False),
+            SINGLE: (H(None, False), False),
+        },
+        numa_ids=tuple(range(7)),
+    ),
+    MergeCase(
         "an empty mask hint is skipped",
         ({"cpu": [H(0, True), H(m(0), False)]},),
         {
@@ -390,12 +441,11 @@ def test_numa_info_orders_masks_as_the_kubelet() -> None:
 # --- property tests: pruned merge == literal cross product -----------------------------------------------------------
 
 MAX_NODES = 6
+MergeData = tuple[tuple[int, ...], tuple[hints.ProviderHints, ...], dict[int, tuple[int, ...]]]
 
 
 @st.composite
-def merge_inputs(
-    draw: st.DrawFn, max_hints: int = 5, max_dimensions: int = 4
-) -> tuple[tuple[int, ...], tuple[hints.ProviderHints, ...], dict[int, tuple[int, ...]]]:
+def merge_inputs(draw: st.DrawFn, max_hints: int = 5, max_dimensions: int = 4) -> MergeData:
     node_count = draw(st.integers(1, MAX_NODES))
     numa_ids = tuple(range(node_count))
     # masks may stray one node beyond the machine, and may be empty
@@ -423,7 +473,7 @@ def merge_inputs(
 def _assert_same_as_reference(
     policy_name: str,
     prefer_closest: bool,
-    data: tuple[tuple[int, ...], tuple[hints.ProviderHints, ...], dict[int, tuple[int, ...]]],
+    data: MergeData,
 ) -> None:
     numa_ids, providers, distances = data
     opts = options.TopologyManagerOptions(prefer_closest_numa=prefer_closest)
@@ -439,7 +489,7 @@ def _assert_same_as_reference(
 def test_pruned_merge_equals_the_full_cross_product(
     policy_name: str,
     prefer_closest: bool,
-    data: tuple[tuple[int, ...], tuple[hints.ProviderHints, ...], dict[int, tuple[int, ...]]],
+    data: MergeData,
 ) -> None:
     _assert_same_as_reference(policy_name, prefer_closest, data)
 
@@ -449,7 +499,7 @@ def test_pruned_merge_equals_the_full_cross_product(
 @given(data=merge_inputs(max_hints=16, max_dimensions=3))
 def test_pruned_merge_equals_the_full_cross_product_on_long_hint_lists(
     prefer_closest: bool,
-    data: tuple[tuple[int, ...], tuple[hints.ProviderHints, ...], dict[int, tuple[int, ...]]],
+    data: MergeData,
 ) -> None:
     _assert_same_as_reference(BEST_EFFORT, prefer_closest, data)
 
@@ -457,7 +507,7 @@ def test_pruned_merge_equals_the_full_cross_product_on_long_hint_lists(
 @st.composite
 def non_preferred_heavy_inputs(
     draw: st.DrawFn,
-) -> tuple[tuple[int, ...], tuple[hints.ProviderHints, ...], dict[int, tuple[int, ...]]]:
+) -> MergeData:
     """Hint lists where preferred permutations are rare, so the branch and bound does the work."""
     node_count = draw(st.integers(2, MAX_NODES))
     all_masks = list(bitmask.iterate_bitmasks(range(node_count)))
@@ -475,16 +525,14 @@ def non_preferred_heavy_inputs(
 @given(data=non_preferred_heavy_inputs())
 def test_pruned_merge_equals_the_full_cross_product_when_nothing_is_preferred(
     prefer_closest: bool,
-    data: tuple[tuple[int, ...], tuple[hints.ProviderHints, ...], dict[int, tuple[int, ...]]],
+    data: MergeData,
 ) -> None:
     _assert_same_as_reference(RESTRICTED, prefer_closest, data)
 
 
 @settings(max_examples=80, deadline=None)
 @given(data=merge_inputs(), rotation=st.integers(0, 5))
-def test_merge_result_does_not_depend_on_provider_order(
-    data: tuple[tuple[int, ...], tuple[hints.ProviderHints, ...], dict[int, tuple[int, ...]]], rotation: int
-) -> None:
+def test_merge_result_does_not_depend_on_provider_order(data: MergeData, rotation: int) -> None:
     numa_ids, providers, distances = data
     if not providers:
         return
@@ -492,3 +540,72 @@ def test_merge_result_does_not_depend_on_provider_order(
     rotated = providers[shift:] + providers[:shift]
     merger = policy.new_policy(BEST_EFFORT, numa_ids)
     assert merger.merge(providers) == merger.merge(rotated)
+
+
+@st.composite
+def wide_search_inputs(
+    draw: st.DrawFn,
+) -> MergeData:
+    """Up to 8 nodes, 4 dimensions of up to 40 masks, few preferred hints: long branch-and-bound searches."""
+    node_count = draw(st.integers(3, 8))
+    all_masks = list(bitmask.iterate_bitmasks(range(node_count)))
+    providers: list[hints.ProviderHints] = []
+    for index in range(draw(st.integers(2, 4))):
+        chosen = draw(st.lists(st.sampled_from(all_masks), min_size=1, max_size=40, unique=True))
+        providers.append({f"r{index}": [H(x, draw(st.integers(0, 9)) == 0) for x in chosen]})
+    rows = {i: tuple(10 if i == j else draw(st.sampled_from((11, 12, 21))) for j in range(8)) for i in range(8)}
+    return tuple(range(node_count)), tuple(providers), rows
+
+
+@pytest.mark.parametrize("prefer_closest", [False, True], ids=["narrowest", "prefer-closest"])
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(data=wide_search_inputs())
+def test_pruned_merge_equals_the_deduplicated_fold_on_wide_searches(
+    prefer_closest: bool,
+    data: MergeData,
+) -> None:
+    numa_ids, providers, distances = data
+    opts = options.TopologyManagerOptions(prefer_closest_numa=prefer_closest)
+    ours = policy.new_policy(RESTRICTED, numa_ids, opts, distances).merge(providers)
+    kubelet = reference_merge(
+        RESTRICTED, numa_ids, providers, prefer_closest=prefer_closest, distances=distances, deduplicate=True
+    )
+    assert ours == kubelet
+
+
+@settings(max_examples=60, deadline=None)
+@given(data=merge_inputs(max_hints=6, max_dimensions=3))
+def test_deduplicated_fold_agrees_with_the_literal_cross_product(
+    data: MergeData,
+) -> None:
+    numa_ids, providers, distances = data
+    for prefer_closest in (False, True):
+        literal = reference_merge(BEST_EFFORT, numa_ids, providers, prefer_closest=prefer_closest, distances=distances)
+        folded = reference_merge(
+            BEST_EFFORT, numa_ids, providers, prefer_closest=prefer_closest, distances=distances, deduplicate=True
+        )
+        assert literal == folded
+
+
+@given(
+    mask=st.integers(0, (1 << 10) - 1),
+    rows=st.lists(st.lists(st.integers(0, 255), min_size=10, max_size=10), min_size=10, max_size=10),
+)
+def test_distance_sum_adds_every_ordered_pair(mask: int, rows: list[list[int]]) -> None:
+    info = policy.NUMAInfo.build(tuple(range(10)), dict(enumerate(rows)), need_distances=True)
+    ids = bitmask.ids_of(mask)
+    assert info.distance_sum(mask) == sum(rows[i][j] for i in ids for j in ids)
+
+
+@given(
+    mask=st.integers(1, (1 << 8) - 1),
+    size=st.integers(1, 4),
+    rows=st.lists(st.lists(st.sampled_from((10, 11, 12, 20, 21)), min_size=8, max_size=8), min_size=8, max_size=8),
+)
+def test_closest_subset_is_the_lowest_sum_then_lowest_value(mask: int, size: int, rows: list[list[int]]) -> None:
+    if size > bitmask.count(mask):
+        return
+    info = policy.NUMAInfo.build(tuple(range(8)), dict(enumerate(rows)), need_distances=True)
+    subsets = [bitmask.from_ids(s) for s in itertools.combinations(bitmask.ids_of(mask), size)]
+    expected = min((sum(rows[i][j] for i in bitmask.ids_of(x) for j in bitmask.ids_of(x)), x) for x in subsets)
+    assert info.closest_subset(mask, size) == expected

@@ -1,0 +1,165 @@
+"""Composition root of the enforcer: ``create_app(settings)`` builds the FastAPI app and its lifespan.
+
+The lifespan runs :func:`enforcer.service.runtime.start` (topology, verified
+state, engine, start-up reconcile, reconcile worker, pod watch) in a worker
+thread and stops it on shutdown.  Every error is mapped to an HTTP status and
+an ``ErrorBody`` here, in one table, and request latency is measured by a small
+ASGI middleware.  TLS is not this module's business: ``servicekit.serve``
+terminates it and puts the verified peer certificate into each request's scope.
+"""
+
+from __future__ import annotations
+
+import functools
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping
+from contextlib import asynccontextmanager
+from typing import Any
+
+import anyio
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+
+from enforcer.cgroups import driver as cgdriver
+from enforcer.engine.node import PodConflictError, UnknownPodError
+from enforcer.errors import EnforcerError
+from enforcer.service import auth, kube, routes, runtime
+from enforcer.service import errors as service_errors
+from enforcer.service.metrics import EnforcerMetrics
+from enforcer.service.settings import EnforcerSettings
+from shared import contract
+
+API_VERSION = "1"
+
+# Status code by error class; the first matching class (most specific first) wins.
+_STATUS: tuple[tuple[type[EnforcerError], int], ...] = (
+    (auth.AuthenticationRequired, 401),
+    (auth.AccessDenied, 403),
+    (service_errors.AdmissionRefusedError, 403),
+    (UnknownPodError, 404),
+    (PodConflictError, 409),
+    (service_errors.InvalidRequestError, 422),
+    (service_errors.WrongNodeError, 422),
+    (service_errors.IllegalResizeError, 422),
+    (service_errors.StateUnavailableError, 503),
+    (service_errors.StateWriteError, 503),
+    (service_errors.NotReadyError, 503),
+)
+
+
+def _status_of(error: EnforcerError) -> int:
+    for cls, status in _STATUS:
+        if isinstance(error, cls):
+            return status
+    return 500
+
+
+def _error_body(error: EnforcerError) -> contract.ErrorBody:
+    reason = error.kubelet_reason if isinstance(error, service_errors.AdmissionRefusedError) else error.reason
+    field = error.field if isinstance(error, service_errors.ServiceError) else None
+    return contract.ErrorBody(reason=reason, message=error.message, field=field)
+
+
+async def _enforcer_error(request: Request, error: Exception) -> JSONResponse:
+    assert isinstance(error, EnforcerError)
+    status = _status_of(error)
+    headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
+    return JSONResponse(_error_body(error).model_dump(by_alias=True), status_code=status, headers=headers)
+
+
+def _field_path(loc: tuple[Any, ...]) -> str:
+    parts = [str(p) for p in loc if p != "body"]
+    path = ""
+    for part in parts:
+        path += f"[{part}]" if part.isdigit() else (f".{part}" if path else part)
+    return path
+
+
+async def _validation_error(request: Request, error: Exception) -> JSONResponse:
+    """FastAPI's validation details, inside an ErrorBody so every non-2xx answer has the same shape."""
+    assert isinstance(error, RequestValidationError)
+    details = list(error.errors())
+    first = details[0] if details else {"loc": (), "msg": "invalid request"}
+    field = _field_path(tuple(first.get("loc", ())))
+    message = "; ".join(f"{_field_path(tuple(d.get('loc', ()))) or 'body'}: {d.get('msg', '')}" for d in details)
+    body = contract.ErrorBody(reason="InvalidRequest", message=message or "invalid request", field=field or None)
+    content = body.model_dump(by_alias=True)
+    content["detail"] = [{"loc": list(d.get("loc", ())), "msg": d.get("msg"), "type": d.get("type")} for d in details]
+    return JSONResponse(content, status_code=422)
+
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+
+
+class RequestTiming:
+    """Observes every HTTP request's latency by method, route template and status."""
+
+    def __init__(self, app: ASGIApp, metrics: EnforcerMetrics) -> None:
+        self.app = app
+        self.metrics = metrics
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = time.perf_counter()
+        status = 500
+
+        async def send_with_status(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = int(message["status"])
+            await send(message)
+
+        try:
+            await self.app(scope, receive, send_with_status)
+        finally:
+            route = getattr(scope.get("route"), "path", "unmatched")
+            self.metrics.request_seconds.labels(method=scope["method"], route=route, status=str(status)).observe(
+                time.perf_counter() - started
+            )
+
+
+def create_app(
+    settings: EnforcerSettings,
+    *,
+    cgroup_driver: cgdriver.CgroupDriver | None = None,
+    pod_source: kube.PodSource | None = None,
+) -> FastAPI:
+    """The enforcer app; ``cgroup_driver`` and ``pod_source`` replace the configured ones (tests, demos)."""
+    metrics = EnforcerMetrics()
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        start = functools.partial(runtime.start, settings, metrics, driver=cgroup_driver, pod_source=pod_source)
+        node = await anyio.to_thread.run_sync(start)
+        app.state.service = node.service
+        try:
+            yield
+        finally:
+            await anyio.to_thread.run_sync(node.stop)
+
+    app = FastAPI(
+        title="numaguard enforcer",
+        version=API_VERSION,
+        description=(
+            "Per-node allocation of exclusive, NUMA-aligned CPUs and memory with the kubelet's resource manager "
+            "semantics. State-changing calls need a client certificate signed by the enforcer's CA; reads accept "
+            "that or the bearer token."
+        ),
+        lifespan=lifespan,
+    )
+    app.state.settings = settings
+    app.state.metrics = metrics
+    token_file = auth.TokenFile(settings.token_file) if settings.token_file is not None else None
+    app.state.authenticator = auth.Authenticator(token_file)
+    app.include_router(routes.router)
+    app.add_exception_handler(EnforcerError, _enforcer_error)
+    app.add_exception_handler(RequestValidationError, _validation_error)
+    app.add_middleware(RequestTiming, metrics=metrics)
+    return app

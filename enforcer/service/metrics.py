@@ -1,0 +1,188 @@
+"""The enforcer's Prometheus metrics, in its own registry (never the process-global one).
+
+Two families of series:
+
+* The kubelet's resource manager counters, exactly as the kubelet exposes them
+  (pod-level-resource-managers.md section 10): ``resource_manager_allocations_total``
+  and ``resource_manager_allocation_errors_total`` ``{resource_name, source}`` and
+  ``resource_manager_container_assignments`` ``{resource_name, assignment_type}``.
+  Their values are the engine's :class:`~enforcer.counters.AllocationCounters`,
+  which live in the durable state, so they never decrease, not even across
+  restarts.  They are rendered here rather than through ``prometheus_client``
+  because its text format appends ``_total`` to every counter's name and
+  ``resource_manager_container_assignments`` has none in the kubelet.
+* The service's own ``numaguard_enforcer_*`` series: request and decision
+  latency, durable write latency, free CPUs and memory per NUMA node, cgroup
+  reconcile runs, errors and divergences, and whether the state is usable.
+
+Must not: read engine state itself (callers pass values read under the lock).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+
+from enforcer.counters import AllocationCounters
+from enforcer.service import wire
+from enforcer.topology.machine import CPUTopology
+
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+
+# Decisions take microseconds to a few milliseconds; the durable write dominates.
+LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.0075, 0.01, 0.015, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)
+
+_KUBELET_FAMILIES = (
+    (
+        "resource_manager_allocations_total",
+        "Number of successful resource allocations by the resource managers, by resource and source.",
+        ("resource_name", "source"),
+        "allocations",
+    ),
+    (
+        "resource_manager_allocation_errors_total",
+        "Number of failed resource allocations by the resource managers, by resource and source.",
+        ("resource_name", "source"),
+        "errors",
+    ),
+    (
+        "resource_manager_container_assignments",
+        "Number of containers assigned resources, by resource and assignment type.",
+        ("resource_name", "assignment_type"),
+        "assignments",
+    ),
+)
+
+
+def _escape(value: str) -> str:
+    return value.replace("\\", r"\\").replace("\n", r"\n").replace('"', r"\"")
+
+
+def render_kubelet_counters(counters: AllocationCounters) -> str:
+    """The three kubelet families in the Prometheus text format, names and labels exactly as the kubelet's."""
+    lines: list[str] = []
+    for name, help_text, label_names, attribute in _KUBELET_FAMILIES:
+        values: Mapping[tuple[str, str], int] = getattr(counters, attribute)
+        lines.append(f"# HELP {name} {help_text}")
+        lines.append(f"# TYPE {name} counter")
+        for key, value in sorted(values.items()):
+            labels = ",".join(
+                f'{label}="{_escape(part)}"' for label, part in sorted(zip(label_names, key, strict=True))
+            )
+            lines.append(f"{name}{{{labels}}} {float(value)}")
+    return "\n".join(lines) + "\n"
+
+
+class EnforcerMetrics:
+    """Every ``numaguard_enforcer_*`` series; one instance per app."""
+
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        r = self.registry
+        self.request_seconds = Histogram(
+            "numaguard_enforcer_request_duration_seconds",
+            "HTTP request latency inside the app (TLS handshake excluded), by route template and status.",
+            ["method", "route", "status"],
+            buckets=LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.decision_seconds = Histogram(
+            "numaguard_enforcer_decision_duration_seconds",
+            "Time a state-changing call held the decision lock, durable write included, by operation.",
+            ["operation"],
+            buckets=LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.state_write_seconds = Histogram(
+            "numaguard_enforcer_state_write_duration_seconds",
+            "Time to make one change durable (write, fsync, rename).",
+            buckets=LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.state_write_errors = Counter(
+            "numaguard_enforcer_state_write_errors",
+            "Changes that could not be made durable (rolled back, answered 503).",
+            registry=r,
+        )
+        self.free_cpus = Gauge(
+            "numaguard_enforcer_free_cpus",
+            "CPUs of a NUMA node neither reserved nor exclusively assigned.",
+            ["numa_node"],
+            registry=r,
+        )
+        self.free_memory_bytes = Gauge(
+            "numaguard_enforcer_free_memory_bytes",
+            "Memory of a NUMA node the memory manager can still assign, by resource (memory, hugepages-*).",
+            ["numa_node", "resource"],
+            registry=r,
+        )
+        self.allocated_pods = Gauge("numaguard_enforcer_allocated_pods", "Pods holding an allocation.", registry=r)
+        self.releases = Counter(
+            "numaguard_enforcer_releases",
+            "Allocations released, by cause (api, pod_deleted, pod_finished, not_bound).",
+            ["cause"],
+            registry=r,
+        )
+        self.reconcile_runs = Counter(
+            "numaguard_enforcer_reconcile_runs",
+            "cgroup reconcile runs, by trigger (change, periodic, startup, manual).",
+            ["trigger"],
+            registry=r,
+        )
+        self.reconcile_errors = Counter(
+            "numaguard_enforcer_reconcile_errors",
+            "cgroup reads or writes that failed, or pods whose cgroups could not be named, by kind.",
+            ["kind"],
+            registry=r,
+        )
+        self.cgroup_writes = Counter(
+            "numaguard_enforcer_cgroup_writes", "cgroup values written by reconciles.", registry=r
+        )
+        self.cgroup_divergences = Counter(
+            "numaguard_enforcer_cgroup_divergences",
+            "cgroup values found different from the allocation (then repaired), by field.",
+            ["field"],
+            registry=r,
+        )
+        self.startup_divergences = Gauge(
+            "numaguard_enforcer_startup_divergences",
+            "cgroup values the first reconcile after start-up found different from the saved allocations.",
+            registry=r,
+        )
+        self.pending_cgroups = Gauge(
+            "numaguard_enforcer_pending_cgroups",
+            "Managed cgroups that do not exist yet (containers not started), after the last reconcile.",
+            registry=r,
+        )
+        self.state_available = Gauge(
+            "numaguard_enforcer_state_available",
+            "1 when the durable state loaded and verified; 0 while writes are refused until recover-state.",
+            registry=r,
+        )
+        self.state_problem = Gauge(
+            "numaguard_enforcer_state_problem",
+            "1 for the reason the durable state is unusable (CheckpointCorrupt, StateMismatch, ...).",
+            ["reason"],
+            registry=r,
+        )
+
+    def set_state(self, *, available: bool, reason: str | None) -> None:
+        self.state_available.set(1 if available else 0)
+        if reason is not None:
+            self.state_problem.labels(reason=reason).set(1)
+
+    def set_usage(self, topology: CPUTopology, usage: wire.NodeUsage, allocated_pods: int) -> None:
+        free = usage.default_cpus - usage.reserved_cpus
+        for numa_id in topology.numa_ids:
+            self.free_cpus.labels(numa_node=str(numa_id)).set(len(free & topology.cpus_in_numa_nodes([numa_id])))
+            for resource, table in usage.memory.get(numa_id, {}).items():
+                self.free_memory_bytes.labels(numa_node=str(numa_id), resource=resource).set(table.free)
+        self.allocated_pods.set(allocated_pods)
+
+    def count_divergences(self, fields: Iterable[str]) -> None:
+        for field in fields:
+            self.cgroup_divergences.labels(field=field).inc()
+
+    def render(self, counters: AllocationCounters) -> bytes:
+        return render_kubelet_counters(counters).encode() + generate_latest(self.registry)

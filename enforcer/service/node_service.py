@@ -1,0 +1,392 @@
+"""``NodeService``: the enforcer's facade over the engine, the durable store and the cgroup reconciler.
+
+Invariants:
+
+* **One decision at a time.**  Every call that reads or changes the engine
+  holds one lock, so no CPU or NUMA memory can be handed out twice however
+  many clients call at once.  The engine itself is not thread-safe.
+* **Durable before acknowledged.**  A change is answered only after
+  :meth:`CheckpointStore.save` of the engine's snapshot returned.  If the save
+  fails, the engine is rebuilt from the last saved snapshot (the change is
+  rolled back in memory too) and the caller gets ``StateWriteFailed``.
+* **A refused request changes nothing**: the engine decides on a copy of its
+  state (a refused pod or an illegal resize leaves no trace) and nothing is
+  written.
+* **No state, no writes.**  When the saved state could not be loaded or
+  verified (:class:`~enforcer.service.startup.StateProblem`), every
+  state-changing call raises ``StateUnavailable`` until ``recover-state`` and
+  a restart; reads keep working.
+* **cgroups follow, never lead.**  After a change the affected pods are handed
+  to the reconciler's worker (every pod when the node's default set changed,
+  since ``node_shared`` containers follow it); the answer does not wait for
+  cgroupfs.
+
+Must not: import FastAPI (``routes`` translates), talk to the Kubernetes API
+(``kube`` calls :meth:`observe_pod` / :meth:`release`), or touch cgroupfs
+(the reconciler does, outside the lock).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import logging
+import threading
+import time
+from collections.abc import Collection, Iterator, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any, Literal
+
+from enforcer.cgroups import driver as cgdriver
+from enforcer.counters import AllocationCounters
+from enforcer.engine import builder
+from enforcer.engine.config import NodeConfig
+from enforcer.engine.node import NodeEngine, UnknownPodError
+from enforcer.service import legality, models, wire
+from enforcer.service.errors import (
+    AdmissionRefusedError,
+    IllegalResizeError,
+    StateUnavailableError,
+    StateWriteError,
+)
+from enforcer.service.metrics import EnforcerMetrics
+from enforcer.service.reconciler import CgroupLayout, DesiredPod, DesiredState, Reconciler, ResizeJob
+from enforcer.service.startup import LoadedState, StateProblem
+from enforcer.state import checkpoint
+from enforcer.state import errors as state_errors
+from enforcer.topology.machine import CPUTopology
+from shared import contract
+from shared.cpuset import CPUSet
+from shared.resources import PodResources, QOSClass
+
+log = logging.getLogger(__name__)
+
+ReleaseCause = Literal["api", "pod_deleted", "pod_finished", "not_bound"]
+STATE_WRITE_FAILED = "StateWriteFailed"
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+@dataclass(frozen=True, slots=True)
+class AllocateOutcome:
+    created: bool  # False: the pod was already allocated with this spec (an idempotent retry)
+    allocation: models.AllocationStatus
+
+
+@dataclass(frozen=True, slots=True)
+class RuntimePod:
+    """What the Kubernetes watch knows about a pod on this node: its QoS class and container ids by name."""
+
+    qos: QOSClass
+    container_ids: Mapping[str, str]
+
+
+class NodeService:
+    """See the module docstring for the invariants every method keeps."""
+
+    def __init__(
+        self,
+        *,
+        node_name: str,
+        topology: CPUTopology,
+        config: NodeConfig,
+        store: checkpoint.CheckpointStore,
+        loaded: LoadedState,
+        driver: cgdriver.CgroupDriver,
+        layout: CgroupLayout,
+        metrics: EnforcerMetrics,
+    ) -> None:
+        self.node_name = node_name
+        self.topology = topology
+        self.config = config
+        self.store = store
+        self.metrics = metrics
+        self._lock = threading.Lock()
+        self._engine: NodeEngine | None = loaded.engine
+        self._problem: StateProblem | None = loaded.problem
+        self._persisted: dict[str, Any] | None = loaded.snapshot
+        self._runtime: dict[str, RuntimePod] = {}
+        self._resize_since: dict[str, datetime] = {}
+        self._in_progress: dict[str, datetime] = {}
+        self._started = _now()
+        self.reconciler = Reconciler(driver, layout, self._desired, metrics=metrics)
+        if self._engine is not None and (loaded.fresh or self._persisted is None):
+            try:
+                self._save(self._engine)
+            except StateWriteError as err:
+                self._engine = None
+                self._problem = StateProblem(STATE_WRITE_FAILED, err.message)
+        if self._problem is not None:
+            log.error(
+                "state unavailable: refusing state-changing calls until recover-state",
+                extra={"reason": self._problem.reason, "error": self._problem.message, "path": str(store.path)},
+            )
+        self.metrics.set_state(
+            available=self._problem is None, reason=None if self._problem is None else self._problem.reason
+        )
+
+    # -- status ----------------------------------------------------------------------------
+    @property
+    def problem(self) -> StateProblem | None:
+        return self._problem
+
+    def state_status(self) -> models.StateStatus:
+        problem = self._problem
+        return models.StateStatus(
+            available=problem is None,
+            reason=None if problem is None else problem.reason,
+            message=None if problem is None else problem.message,
+            path=str(self.store.path),
+        )
+
+    def readiness(self) -> models.Readiness:
+        problem = self._problem
+        checks = {"topology": True, "state": problem is None}
+        if problem is None:
+            return models.Readiness(ready=True, checks=checks)
+        return models.Readiness(ready=False, reason=problem.reason, message=problem.message, checks=checks)
+
+    # -- the lock ----------------------------------------------------------------------------
+    @contextlib.contextmanager
+    def _decision(self, operation: str) -> Iterator[None]:
+        with self._lock:
+            started = time.perf_counter()
+            try:
+                yield
+            finally:
+                self.metrics.decision_seconds.labels(operation=operation).observe(time.perf_counter() - started)
+
+    def _writable(self) -> NodeEngine:
+        if self._engine is None:
+            problem = self._problem
+            detail = f"{problem.reason}: {problem.message}" if problem is not None else "state not loaded"
+            raise StateUnavailableError(
+                f"the enforcer's state is unavailable ({detail}); state-changing calls are refused until an "
+                "operator runs `numaguard recover-state` and restarts the enforcer"
+            )
+        return self._engine
+
+    def _save(self, engine: NodeEngine) -> None:
+        """Make the engine's state durable; on failure roll the engine back to the last saved snapshot."""
+        document = engine.snapshot()
+        started = time.perf_counter()
+        try:
+            self.store.save(document)
+        except state_errors.CheckpointError as err:
+            self.metrics.state_write_errors.inc()
+            log.error("state write failed; change rolled back", extra={"error": err.message})
+            if self._persisted is not None:
+                self._engine = builder.restore(self.topology, self.config, self._persisted)
+            raise StateWriteError(f"the change was not made durable and was rolled back: {err.message}") from None
+        finally:
+            self.metrics.state_write_seconds.observe(time.perf_counter() - started)
+        self._persisted = document
+
+    # -- state-changing calls ----------------------------------------------------------------
+    def allocate(self, pod: PodResources) -> AllocateOutcome:
+        """Admit and allocate; idempotent by uid (same spec: same allocation, ``created=False``).
+
+        Raises AdmissionRefusedError (the kubelet's reason), PodConflictError (same uid,
+        other spec), StateUnavailableError, StateWriteError."""
+        with self._decision("allocate"):
+            engine = self._writable()
+            existed = pod.uid in engine.state.pods
+            default_before = engine.default_cpus()
+            decision = engine.admit(pod)
+            if not decision.admitted:
+                raise AdmissionRefusedError(
+                    decision.reason or "UnexpectedAdmissionError", decision.message or "the node refused the pod"
+                )
+            if not existed:
+                self._save(engine)
+                log.info("pod allocated", extra={"pod_uid": pod.uid, "pod": pod.key})
+            allocation = self._allocation(engine, pod.uid)
+            if not existed:
+                self.reconciler.request([pod.uid], everything=engine.default_cpus() != default_before)
+        return AllocateOutcome(created=not existed, allocation=allocation)
+
+    def release(self, uid: str, *, cause: ReleaseCause = "api") -> models.ReleaseResult:
+        """Release a pod's allocation; idempotent (``released=False`` when nothing was held)."""
+        with self._decision("release"):
+            engine = self._writable()
+            result = engine.remove(uid)
+            if result.known:
+                self._save(engine)
+                self._resize_since.pop(uid, None)
+                self._in_progress.pop(uid, None)
+                self.metrics.releases.labels(cause=cause).inc()
+                log.info("pod released", extra={"pod_uid": uid, "cause": cause})
+                self.reconciler.forget(uid)
+                # freed exclusive CPUs return to the default set: every node_shared container widens
+                self.reconciler.request(everything=True)
+        return models.ReleaseResult(released=result.known, resizes_applied=list(result.resizes_applied))
+
+    def resize(self, uid: str, desired: PodResources, *, dry_run: bool = False) -> contract.ResizeResult:
+        """Decide an in-place resize (and apply it unless ``dry_run``).
+
+        Raises UnknownPodError, IllegalResizeError, StateUnavailableError, StateWriteError."""
+        with self._decision("resize_dry_run" if dry_run else "resize"):
+            engine = self._writable()
+            record = engine.record(uid)
+            violations = legality.resize_violations(
+                record.pod, desired, pod_level_resources=self.config.gates.pod_level_resources
+            )
+            if violations:
+                first = violations[0]
+                message = "; ".join(f"{v.field}: {v.message}" for v in violations)
+                raise IllegalResizeError(message, field=first.field)
+            before = self._desired_pod(engine, uid)
+            default_before = engine.default_cpus()
+            decision = engine.resize(desired, dry_run=dry_run)
+            if not dry_run:
+                self._save(engine)
+                now = _now()
+                if decision.status == "Accepted":
+                    self._resize_since.pop(uid, None)
+                    if before.resources != engine.record(uid).pod:
+                        self._in_progress[uid] = now
+                        self.reconciler.request(
+                            [uid],
+                            everything=engine.default_cpus() != default_before or bool(decision.resizes_applied),
+                            resize=ResizeJob(before, self._desired_pod(engine, uid)),
+                        )
+                else:
+                    self._resize_since.setdefault(uid, now)
+                log.info(
+                    "pod resize decided",
+                    extra={"pod_uid": uid, "status": decision.status, "reason": decision.reason},
+                )
+            allocation = self._allocation(engine, uid)
+        return contract.ResizeResult(
+            status=decision.status, reason=decision.reason, message=decision.message, allocation=allocation
+        )
+
+    # -- reads -------------------------------------------------------------------------------
+    def allocations(self, namespace: str | None = None) -> models.AllocationListStatus:
+        with self._decision("list"):
+            engine = self._engine
+            items = []
+            if engine is not None:
+                for uid in engine.pod_uids():
+                    if namespace is not None and engine.state.pods[uid].pod.namespace != namespace:
+                        continue
+                    items.append(self._allocation(engine, uid))
+        return models.AllocationListStatus(
+            node=self.node_name,
+            items=items,
+            state=self.state_status(),
+            startup_divergences=list(self.reconciler.startup_divergences),
+        )
+
+    def allocation(self, uid: str) -> models.AllocationStatus:
+        """Raises UnknownPodError (404) for a uid with no allocation (or when no state is loaded)."""
+        with self._decision("get"):
+            engine = self._engine
+            if engine is None:
+                raise UnknownPodError(f"no allocation for pod {uid} (the enforcer's state is unavailable)")
+            return self._allocation(engine, uid)
+
+    def topology_view(self) -> contract.TopologyView:
+        with self._decision("topology"):
+            usage = None if self._engine is None else self._usage(self._engine)
+        if usage is None:
+            return contract.TopologyView(node=self.node_name, topology=self.topology.to_document())
+        return wire.topology_view(self.topology, node=self.node_name, usage=usage)
+
+    def metrics_text(self) -> bytes:
+        with self._decision("metrics"):
+            engine = self._engine
+            if engine is None:
+                counters = AllocationCounters()
+            else:
+                counters = copy.deepcopy(engine.state.counters)
+                self.metrics.set_usage(self.topology, self._usage(engine), len(engine.state.pods))
+        return self.metrics.render(counters)
+
+    def allocated_uids(self) -> set[str]:
+        with self._lock:
+            return set() if self._engine is None else set(self._engine.state.pods)
+
+    def check(self) -> list[str]:
+        """The engine's consistency problems (empty when none), for tests and operators."""
+        with self._lock:
+            return [] if self._engine is None else self._engine.check()
+
+    # -- the Kubernetes watch -------------------------------------------------------------
+    def observe_pod(self, uid: str, qos: QOSClass, container_ids: Mapping[str, str]) -> None:
+        """A pod on this node and its containers' runtime ids; new ids trigger a reconcile of that pod."""
+        runtime = RuntimePod(qos, dict(container_ids))
+        with self._lock:
+            changed = self._runtime.get(uid) != runtime
+            self._runtime[uid] = runtime
+        if changed:
+            self.reconciler.request([uid])
+
+    def forget_pod(self, uid: str) -> None:
+        with self._lock:
+            self._runtime.pop(uid, None)
+
+    # -- internals -----------------------------------------------------------------------------
+    def _allocation(self, engine: NodeEngine, uid: str) -> models.AllocationStatus:
+        view = engine.view(uid)
+        record = engine.record(uid)
+        return wire.allocation(
+            view,
+            node=self.node_name,
+            spec_hash=contract.spec_hash(record.pod),
+            resize=self._resize_status(engine, uid),
+            cgroups=self.reconciler.status(uid),
+        )
+
+    def _resize_status(self, engine: NodeEngine, uid: str) -> contract.ResizeStatus | None:
+        pending = engine.pending_resize(uid)
+        if pending is not None:
+            state: contract.ResizeState = "Deferred" if uid in engine.state.pending_resizes else "Infeasible"
+            return wire.resize_status(
+                state,
+                reason=pending.reason,
+                message=pending.message,
+                desired=pending.desired,
+                since=self._resize_since.get(uid, self._started),
+            )
+        since = self._in_progress.get(uid)
+        if since is None:
+            return None
+        cgroups = self.reconciler.status(uid)
+        if cgroups is not None and cgroups.in_sync and cgroups.checked_at >= since:
+            del self._in_progress[uid]
+            return None
+        return wire.resize_status("InProgress", reason=None, message=None, desired=engine.record(uid).pod, since=since)
+
+    def _usage(self, engine: NodeEngine) -> wire.NodeUsage:
+        memory = engine.memory_policy.numa_memory(engine.state.memory)
+        return wire.NodeUsage(
+            default_cpus=engine.default_cpus(), reserved_cpus=engine.cpu_policy.reserved_cpus, memory=memory
+        )
+
+    def _desired_pod(self, engine: NodeEngine, uid: str) -> DesiredPod:
+        view = engine.view(uid)
+        runtime = self._runtime.get(uid)
+        return DesiredPod(
+            uid=uid,
+            qos=view.qos_class,  # type: ignore[arg-type]
+            view=view,
+            resources=engine.record(uid).pod,
+            container_ids=runtime.container_ids if runtime is not None else {},
+        )
+
+    def _desired(self, uids: Collection[str] | None) -> DesiredState:
+        """The reconciler's view of the pods it should drive (all when ``uids`` is None)."""
+        with self._lock:
+            engine = self._engine
+            if engine is None:
+                return DesiredState((), CPUSet())  # unknown allocations: leave every cgroup as it is
+            managed = engine.pod_uids() if uids is None else [u for u in uids if u in engine.state.pods]
+            pods = [self._desired_pod(engine, uid) for uid in managed]
+            for uid, runtime in sorted(self._runtime.items()):
+                if uid not in engine.state.pods and (uids is None or uid in uids):
+                    pods.append(DesiredPod(uid=uid, qos=runtime.qos, container_ids=runtime.container_ids))
+            return DesiredState(tuple(pods), engine.default_cpus())

@@ -1,0 +1,441 @@
+"""From the engine's allocations to cgroup values, and a worker that keeps the cgroups there.
+
+:func:`pod_targets` turns one pod's :class:`~enforcer.engine.view.PodView`
+into :class:`~enforcer.cgroups.reconcile.CgroupTarget` s for the pod cgroup
+and every container cgroup whose id is known:
+
+* ``cpuset.cpus``: the container's set from the view (exclusive slice, pod
+  shared pool, or the node's default set for ``node_shared`` containers); the
+  pod cgroup gets the union of its containers' sets, so cgroup v1's "child
+  within parent" rule always holds.  An empty set is never written.
+* ``cpuset.mems``: the container's NUMA binding, or every NUMA node when it
+  has none; the pod cgroup gets the union.
+* CPU quota by the view's ``cfsQuota`` level (cpu-manager.md R8,
+  pod-level-resource-managers.md R9): ``container`` -> limit x period at the
+  container (``max`` without a limit); ``pod`` and ``none`` -> ``max`` at the
+  container.  The pod cgroup gets the pod's CPU limit (the pod-level limit, or
+  the sum when every container declares one) unless it has an exclusive
+  container with quota disabled and no pod-shared container: the kubelet lifts
+  the pod quota for pods with exclusive CPUs, and keeps it where the seed's
+  pod-shared containers are "bounded at the pod level" (R9.3 leaves the mixed
+  case open; a pod quota of the full pod limit never throttles the exclusive
+  slice, which its cpuset already bounds).
+* memory limits: the container's limit (``max`` without one); the pod's when
+  declared as the kubelet does.
+
+Pods on the node that the engine does not manage (seen by the Kubernetes
+watch) have only their cpusets managed: they follow the default set, so no
+pod ever runs on another pod's exclusive CPUs.
+
+:class:`Reconciler` drives targets through the configured driver with
+:func:`enforcer.cgroups.reconcile.reconcile` (which orders writes safely,
+never writes an empty cpuset and reports divergences), applies an Accepted
+resize with the kubelet's actuation order first (:mod:`enforcer.cgroups.resize`),
+keeps each pod's last :class:`~enforcer.service.models.CgroupStatus`, and runs
+a worker thread: woken after each change, and every ``interval`` seconds for a
+full pass that repairs drift.  The first full pass after start-up is kept as
+the start-up divergence report.
+
+Must not: decide allocations, or hold the service's decision lock while it
+touches cgroupfs (it reads the desired state through a callback that takes
+the lock briefly).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Collection, Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Literal
+
+from enforcer.cgroups import driver as cgdriver
+from enforcer.cgroups import errors as cgerrors
+from enforcer.cgroups import naming, reconcile
+from enforcer.cgroups import resize as cgresize
+from enforcer.engine.view import ContainerView, PodView
+from enforcer.service import models
+from enforcer.service.metrics import EnforcerMetrics
+from shared.cpuset import CPUSet
+from shared.resources import CPU, MEMORY, PodResources, QOSClass
+
+log = logging.getLogger(__name__)
+
+Trigger = Literal["change", "periodic", "startup", "manual"]
+_EXCLUSIVE = ("node_exclusive", "pod_exclusive")
+
+
+@dataclass(frozen=True, slots=True)
+class CgroupLayout:
+    """How the kubelet and the runtime name cgroups on this node, and the machine facts targets need."""
+
+    driver: naming.CgroupDriverName
+    runtime: naming.RuntimeName
+    cgroup_root: naming.CgroupName = ()
+    cpu_period_us: int = cgdriver.DEFAULT_CPU_PERIOD_US
+    all_numa_nodes: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class DesiredPod:
+    """One pod whose cgroups the reconciler manages.
+
+    ``view`` and ``resources`` are None for a pod the engine does not manage
+    (it only follows the default set).  ``container_ids`` maps container names
+    to CRI ids (``containerd://<id>``) as the pod status reports them; a
+    container without one has no cgroup the enforcer can name yet.
+    """
+
+    uid: str
+    qos: QOSClass
+    view: PodView | None = None
+    resources: PodResources | None = None
+    container_ids: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class DesiredState:
+    pods: tuple[DesiredPod, ...]
+    default_cpus: CPUSet
+
+
+DesiredSource = Callable[[Collection[str] | None], DesiredState]
+"""Reads the desired state of some pods (None: every pod) under the service's lock."""
+
+
+@dataclass(frozen=True, slots=True)
+class ResizeJob:
+    """An Accepted resize to actuate in the kubelet's order: the pod before and after."""
+
+    before: DesiredPod
+    after: DesiredPod
+
+
+# -- desired values ----------------------------------------------------------------------
+
+
+def _quota(limit_millis: int | None, period_us: int) -> cgdriver.CPUQuota:
+    if not limit_millis:
+        return cgdriver.CPUQuota.unlimited(period_us)
+    # the kubelet's MilliCPUToQuota: at least the kernel's 1ms minimum
+    return cgdriver.CPUQuota(max(limit_millis * period_us // 1000, cgdriver.MIN_CPU_QUOTA_US), period_us)
+
+
+def _memory_limit(limit: int | None) -> int | None:
+    return limit if limit else None
+
+
+def container_values(c: ContainerView, layout: CgroupLayout) -> reconcile.CgroupTarget:
+    """A container's values under a placeholder path (the caller names the cgroup)."""
+    mems = c.memory_numa_nodes if c.memory_numa_nodes is not None else layout.all_numa_nodes
+    quota = _quota(c.cpu_limit_millis if c.cfs_quota == "container" else None, layout.cpu_period_us)
+    return reconcile.CgroupTarget(
+        path="container",
+        cpus=c.cpus if c.cpus else None,
+        mems=mems or None,
+        cpu_quota=quota,
+        memory_limit=_memory_limit(c.memory_limit_bytes),
+    )
+
+
+def _declared(resources: PodResources, name: str) -> bool:
+    """The kubelet sets a pod-level limit only when the pod declares it, or every container does."""
+    if resources.pod is not None and name in resources.pod.limits:
+        return True
+    return bool(resources.containers) and all(name in c.resources.limits for c in resources.containers)
+
+
+def pod_values(view: PodView, resources: PodResources, layout: CgroupLayout) -> reconcile.CgroupTarget:
+    cpus = CPUSet().union(*(c.cpus for c in view.containers))
+    mems: set[int] = set()
+    for c in view.containers:
+        mems.update(c.memory_numa_nodes if c.memory_numa_nodes is not None else layout.all_numa_nodes)
+    levels = {c.cfs_quota for c in view.containers}
+    unbounded_exclusive = any(c.assignment in _EXCLUSIVE and c.cfs_quota == "none" for c in view.containers)
+    cpu_limit = view.pod_cpu_limit_millis if _declared(resources, CPU) else None
+    if unbounded_exclusive and "pod" not in levels:
+        cpu_limit = None
+    memory_limit = view.pod_memory_limit_bytes if _declared(resources, MEMORY) else None
+    return reconcile.CgroupTarget(
+        path="pod",
+        cpus=cpus if cpus else None,
+        mems=tuple(sorted(mems)) or None,
+        cpu_quota=_quota(cpu_limit, layout.cpu_period_us),
+        memory_limit=_memory_limit(memory_limit),
+    )
+
+
+def _at(target: reconcile.CgroupTarget, path: str) -> reconcile.CgroupTarget:
+    return reconcile.CgroupTarget(
+        path=path,
+        cpus=target.cpus,
+        mems=target.mems,
+        cpu_quota=target.cpu_quota,
+        memory_limit=target.memory_limit,
+    )
+
+
+def pod_targets(pod: DesiredPod, *, layout: CgroupLayout, default_cpus: CPUSet) -> list[reconcile.CgroupTarget]:
+    """The pod cgroup first, then each container with a known id; raises CgroupNameError for unnameable ids."""
+    pod_path = naming.pod_cgroup_path(pod.qos, pod.uid, driver=layout.driver, cgroup_root=layout.cgroup_root)
+
+    def container_path(container_id: str) -> str:
+        return naming.container_cgroup_path(pod_path, container_id, driver=layout.driver, runtime=layout.runtime)
+
+    if pod.view is None or pod.resources is None:
+        shared = default_cpus if default_cpus else None
+        targets = [reconcile.CgroupTarget(path=pod_path, cpus=shared)]
+        targets += [
+            reconcile.CgroupTarget(path=container_path(cid), cpus=shared)
+            for _, cid in sorted(pod.container_ids.items())
+        ]
+        return targets
+    targets = [_at(pod_values(pod.view, pod.resources, layout), pod_path)]
+    for c in pod.view.containers:
+        container_id = pod.container_ids.get(c.name)
+        if container_id:
+            targets.append(_at(container_values(c, layout), container_path(container_id)))
+    return targets
+
+
+def _limits(target: reconcile.CgroupTarget) -> cgresize.CgroupLimits:
+    return cgresize.CgroupLimits(
+        cpus=target.cpus, mems=target.mems, cpu_quota=target.cpu_quota, memory_limit=target.memory_limit
+    )
+
+
+# -- the reconciler ----------------------------------------------------------------------
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+class Reconciler:
+    """Runs reconciles on request and periodically; see the module docstring."""
+
+    def __init__(
+        self,
+        driver: cgdriver.CgroupDriver,
+        layout: CgroupLayout,
+        desired: DesiredSource,
+        *,
+        metrics: EnforcerMetrics,
+        clock: Callable[[], datetime] = _now,
+    ) -> None:
+        self.driver = driver
+        self.layout = layout
+        self._desired = desired
+        self._metrics = metrics
+        self._clock = clock
+        self._run_lock = threading.Lock()
+        self._pending_lock = threading.Lock()
+        self._pending: set[str] = set()
+        self._pending_all = False
+        self._resizes: list[ResizeJob] = []
+        self._status: dict[str, models.CgroupStatus] = {}
+        self._status_lock = threading.Lock()
+        self.startup_divergences: tuple[models.CgroupDivergence, ...] = ()
+        self._startup_done = False
+        self._wake = threading.Event()
+        self._stop = threading.Event()
+        self._worker: threading.Thread | None = None
+        self._last_full = 0.0
+
+    # -- requests (any thread; never blocks on cgroupfs) -------------------------------
+    def request(self, uids: Iterable[str] = (), *, everything: bool = False, resize: ResizeJob | None = None) -> None:
+        with self._pending_lock:
+            self._pending.update(uids)
+            self._pending_all = self._pending_all or everything
+            if resize is not None:
+                self._resizes.append(resize)
+        self._wake.set()
+
+    def forget(self, uid: str) -> None:
+        """Drop what is known about a released pod's cgroups."""
+        with self._status_lock:
+            self._status.pop(uid, None)
+
+    def status(self, uid: str) -> models.CgroupStatus | None:
+        with self._status_lock:
+            return self._status.get(uid)
+
+    # -- runs ----------------------------------------------------------------------------
+    def run_requested(self, trigger: Trigger = "change") -> reconcile.ReconcileReport | None:
+        """Apply queued resizes, then reconcile the requested pods (every pod when asked); None if nothing queued."""
+        with self._run_lock:
+            with self._pending_lock:
+                uids, everything, resizes = set(self._pending), self._pending_all, list(self._resizes)
+                self._pending.clear()
+                self._pending_all = False
+                self._resizes.clear()
+            for job in resizes:
+                self._actuate_resize(job)
+            if not uids and not everything:
+                return None
+            return self._run(None if everything else uids, trigger)
+
+    def run_all(self, trigger: Trigger = "manual") -> reconcile.ReconcileReport:
+        """Reconcile every pod now (drift repair); the first such run after start-up is the start-up report."""
+        with self._run_lock:
+            with self._pending_lock:
+                self._pending.clear()
+                self._pending_all = False
+                resizes = list(self._resizes)
+                self._resizes.clear()
+            for job in resizes:
+                self._actuate_resize(job)
+            return self._run(None, trigger)
+
+    def _run(self, uids: Collection[str] | None, trigger: Trigger) -> reconcile.ReconcileReport:
+        state = self._desired(uids)
+        owners: dict[str, str] = {}
+        targets: list[reconcile.CgroupTarget] = []
+        unnameable: dict[str, str] = {}
+        for pod in state.pods:
+            try:
+                pod_list = pod_targets(pod, layout=self.layout, default_cpus=state.default_cpus)
+            except cgerrors.CgroupError as err:
+                unnameable[pod.uid] = err.message
+                self._metrics.reconcile_errors.labels(kind="naming").inc()
+                log.error("pod cgroups cannot be named", extra={"pod_uid": pod.uid, "error": err.message})
+                continue
+            for target in pod_list:
+                if target.path not in owners:
+                    owners[target.path] = pod.uid
+                    targets.append(target)
+        try:
+            report = reconcile.reconcile(targets, self.driver)
+        except cgerrors.CgroupError as err:
+            self._metrics.reconcile_errors.labels(kind="reconcile").inc()
+            log.error("cgroup reconcile failed", extra={"error": err.message, "trigger": trigger})
+            report = reconcile.ReconcileReport()
+        self._metrics.reconcile_runs.labels(trigger=trigger).inc()
+        self._metrics.cgroup_writes.inc(len(report.applied))
+        self._metrics.count_divergences(d.field for d in report.divergences)
+        if report.failures:
+            self._metrics.reconcile_errors.labels(kind="write").inc(len(report.failures))
+        if uids is None:
+            self._metrics.pending_cgroups.set(len(report.pending))
+            self._last_full = time.monotonic()
+        self._record(state, owners, report, unnameable)
+        if uids is None and not self._startup_done:
+            self._startup_done = True
+            self.startup_divergences = tuple(_divergence(d) for d in report.divergences)
+            self._metrics.startup_divergences.set(len(report.divergences))
+            if report.divergences:
+                log.warning(
+                    "cgroups diverged from the saved allocations at start-up",
+                    extra={
+                        "divergences": [f"{d.path} {d.field}: {d.actual} -> {d.expected}" for d in report.divergences]
+                    },
+                )
+        return report
+
+    def _record(
+        self,
+        state: DesiredState,
+        owners: Mapping[str, str],
+        report: reconcile.ReconcileReport,
+        unnameable: Mapping[str, str],
+    ) -> None:
+        now = self._clock()
+        divergences: dict[str, list[models.CgroupDivergence]] = {}
+        pending: dict[str, list[str]] = {}
+        held: dict[str, list[str]] = {}
+        failures: dict[str, list[str]] = {}
+        for d in report.divergences:
+            divergences.setdefault(owners.get(d.path, ""), []).append(_divergence(d))
+        for path in report.pending:
+            pending.setdefault(owners.get(path, ""), []).append(path)
+        for h in report.held:
+            held.setdefault(owners.get(h.path, ""), []).append(f"{h.path}: usage {h.usage} above new limit {h.limit}")
+        for f in report.failures:
+            failures.setdefault(owners.get(f.path, ""), []).append(f.message)
+        for uid, message in unnameable.items():
+            failures.setdefault(uid, []).append(message)
+        with self._status_lock:
+            for pod in state.pods:
+                if pod.view is None:
+                    continue
+                uid = pod.uid
+                self._status[uid] = models.CgroupStatus(
+                    in_sync=uid not in failures and uid not in held,
+                    checked_at=now,
+                    divergences=divergences.get(uid, []),
+                    pending=pending.get(uid, []),
+                    held=held.get(uid, []),
+                    failures=failures.get(uid, []),
+                )
+
+    def _actuate_resize(self, job: ResizeJob) -> None:
+        """The kubelet's order (memory then CPU; pod grows, containers shrink, pod shrinks, containers grow)."""
+        try:
+            before = pod_targets(job.before, layout=self.layout, default_cpus=CPUSet())
+            after = pod_targets(job.after, layout=self.layout, default_cpus=CPUSet())
+            old = {t.path: t for t in before}
+            changes = [
+                cgresize.LimitsChange(t.path, _limits(old[t.path]), _limits(t))
+                for t in after
+                if t.path in old and self.driver.exists(t.path)
+            ]
+            if not changes or changes[0].path != after[0].path:
+                return  # no pod cgroup yet: the following reconcile writes the final values directly
+            plan = cgresize.plan_resize(changes[0], changes[1:])
+            result = cgresize.apply_resize_plan(plan, self.driver)
+        except cgerrors.CgroupError as err:
+            # an unorderable plan (a value missing on one side): the reconcile that follows writes it
+            log.warning("resize plan not applied", extra={"pod_uid": job.after.uid, "error": err.message})
+            return
+        self._metrics.cgroup_writes.inc(len(result.with_outcome("written")))
+        failed = result.with_outcome("failed")
+        if failed:
+            self._metrics.reconcile_errors.labels(kind="resize").inc(len(failed))
+        log.info(
+            "resize actuated",
+            extra={
+                "pod_uid": job.after.uid,
+                "written": len(result.with_outcome("written")),
+                "held": len(result.with_outcome("held")),
+                "failed": len(failed),
+            },
+        )
+
+    # -- the worker ----------------------------------------------------------------------
+    def start(self, interval: float) -> None:
+        """Start the worker thread: runs requested reconciles, and a full pass every ``interval`` seconds (0: never)."""
+        if self._worker is not None:
+            return
+        self._stop.clear()
+        self._last_full = time.monotonic()
+        self._worker = threading.Thread(target=self._loop, args=(interval,), name="cgroup-reconciler", daemon=True)
+        self._worker.start()
+
+    def stop(self, timeout: float = 10.0) -> None:
+        self._stop.set()
+        self._wake.set()
+        if self._worker is not None:
+            self._worker.join(timeout)
+            self._worker = None
+
+    def _loop(self, interval: float) -> None:
+        while not self._stop.is_set():
+            wait = None if interval <= 0 else max(0.0, self._last_full + interval - time.monotonic())
+            self._wake.wait(wait)
+            self._wake.clear()
+            if self._stop.is_set():
+                return
+            try:
+                if interval > 0 and time.monotonic() - self._last_full >= interval:
+                    self.run_all("periodic")
+                else:
+                    self.run_requested("change")
+            except Exception:  # the loop must outlive any one failure; the next pass retries
+                self._metrics.reconcile_errors.labels(kind="internal").inc()
+                log.exception("cgroup reconcile crashed")
+
+
+def _divergence(d: reconcile.Divergence) -> models.CgroupDivergence:
+    return models.CgroupDivergence(path=d.path, field=d.field, expected=d.expected, actual=d.actual)

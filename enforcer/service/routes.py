@@ -1,0 +1,151 @@
+"""The enforcer's HTTP API: parse, call the service, serialise; nothing else.
+
+Errors are raised as typed exceptions and mapped to status codes and
+``ErrorBody`` in one place (``main``).  Handlers are plain functions: FastAPI
+runs them in its thread pool, and the service's lock serialises the decisions.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Query, Response
+
+from enforcer.service import models, requests
+from enforcer.service.deps import Reader, Service, Writer
+from enforcer.service.errors import WrongNodeError
+from enforcer.service.metrics import CONTENT_TYPE
+from shared import contract
+
+Responses = dict[int | str, dict[str, Any]]
+ERROR: dict[str, Any] = {"model": contract.ErrorBody}
+UNAUTHENTICATED: Responses = {401: {**ERROR, "description": "No client certificate (and, for reads, no bearer token)"}}
+FORBIDDEN: Responses = {403: {**ERROR, "description": "Credentials not valid for this call"}}
+UNAVAILABLE: Responses = {
+    503: {**ERROR, "description": "State unavailable (StateUnavailable) or not durable (StateWriteFailed)"}
+}
+INVALID: Responses = {422: {**ERROR, "description": "Malformed request or pod; `field` names the offending value"}}
+NOT_FOUND: Responses = {404: {**ERROR, "description": "No allocation for this pod uid"}}
+
+router = APIRouter()
+
+
+@router.post(
+    "/allocations",
+    response_model=models.AllocationStatus,
+    status_code=201,
+    tags=["allocations"],
+    summary="Admit and allocate a pod (idempotent by pod uid)",
+    responses={
+        200: {"model": models.AllocationStatus, "description": "Already allocated with this spec: the same allocation"},
+        201: {"description": "Allocated now"},
+        **UNAUTHENTICATED,
+        403: {**ERROR, "description": "Refused by the node (reason: the kubelet's, e.g. TopologyAffinityError)"},
+        409: {**ERROR, "description": "This uid is allocated with a different spec (AllocationConflict)"},
+        **INVALID,
+        **UNAVAILABLE,
+    },
+)
+def allocate(body: contract.AllocationRequest, response: Response, service: Service, _: Writer) -> Any:
+    if body.node_name != service.node_name:
+        raise WrongNodeError(
+            f"this enforcer serves node {service.node_name!r}, not {body.node_name!r}", field="nodeName"
+        )
+    pod = requests.pod_resources(body.pod, pod_level_resources=service.config.gates.pod_level_resources)
+    outcome = service.allocate(pod)
+    response.status_code = 201 if outcome.created else 200
+    return outcome.allocation
+
+
+@router.get(
+    "/allocations",
+    response_model=models.AllocationListStatus,
+    tags=["allocations"],
+    summary="Every allocation on the node, with resize and cgroup status",
+    responses={**UNAUTHENTICATED, **FORBIDDEN},
+)
+def list_allocations(
+    service: Service, _: Reader, namespace: Annotated[str | None, Query(description="only this namespace")] = None
+) -> Any:
+    return service.allocations(namespace)
+
+
+@router.get(
+    "/allocations/{uid}",
+    response_model=models.AllocationStatus,
+    tags=["allocations"],
+    summary="One pod's allocation",
+    responses={**UNAUTHENTICATED, **FORBIDDEN, **NOT_FOUND},
+)
+def get_allocation(uid: str, service: Service, _: Reader) -> Any:
+    return service.allocation(uid)
+
+
+@router.delete(
+    "/allocations/{uid}",
+    response_model=models.ReleaseResult,
+    tags=["allocations"],
+    summary="Release a pod's allocation (idempotent: released=false when nothing was held)",
+    responses={**UNAUTHENTICATED, **FORBIDDEN, **UNAVAILABLE},
+)
+def release(uid: str, service: Service, _: Writer) -> Any:
+    return service.release(uid)
+
+
+@router.post(
+    "/allocations/{uid}/resize",
+    response_model=contract.ResizeResult,
+    tags=["allocations"],
+    summary="Decide (and apply) an in-place resize: Accepted, Deferred or Infeasible",
+    responses={**UNAUTHENTICATED, **FORBIDDEN, **NOT_FOUND, **INVALID, **UNAVAILABLE},
+)
+def resize(
+    uid: str,
+    body: contract.ResizeRequest,
+    service: Service,
+    _: Writer,
+    dry_run: Annotated[bool, Query(alias="dryRun", description="only judge feasibility; change nothing")] = False,
+) -> Any:
+    desired = requests.pod_resources(body.pod, pod_level_resources=service.config.gates.pod_level_resources, uid=uid)
+    return service.resize(uid, desired, dry_run=dry_run)
+
+
+@router.get(
+    "/topology",
+    response_model=contract.TopologyView,
+    tags=["node"],
+    summary="The machine and what is reserved, exclusive and free per NUMA node",
+    responses={**UNAUTHENTICATED, **FORBIDDEN},
+)
+def topology(service: Service, _: Reader) -> Any:
+    return service.topology_view()
+
+
+@router.get(
+    "/metrics",
+    tags=["node"],
+    summary="Prometheus metrics (the kubelet's resource_manager_* counters and numaguard_enforcer_*)",
+    response_class=Response,
+    responses={200: {"content": {CONTENT_TYPE: {}}}, **UNAUTHENTICATED, **FORBIDDEN},
+)
+def metrics(service: Service, _: Reader) -> Response:
+    return Response(content=service.metrics_text(), media_type=CONTENT_TYPE)
+
+
+@router.get("/healthz", tags=["probes"], summary="The process is alive")
+def healthz() -> dict[str, bool]:
+    return {"ok": True}
+
+
+@router.get(
+    "/readyz",
+    response_model=models.Readiness,
+    tags=["probes"],
+    summary="Ready once the topology is known and the state loaded and verified",
+    responses={503: {"model": models.Readiness, "description": "Not ready; reason and message say why"}},
+)
+def readyz(service: Service, response: Response) -> Any:
+    readiness = service.readiness()
+    if not readiness.ready:
+        response.status_code = 503
+    return readiness

@@ -1,0 +1,100 @@
+"""Start and stop everything behind the API: the service, its state claim, the reconciler and the pod watch.
+
+The order is the brief's lifespan order: discover the topology, load and
+verify the checkpoint (claiming the state file, so ``recover-state`` cannot run
+under a live enforcer), build the engine, reconcile every cgroup once (the
+start-up divergence report), then start the reconcile worker and, in a
+cluster, the pod watch.  :meth:`RunningNode.stop` undoes it in reverse.
+
+Framework-free and synchronous: ``main``'s lifespan runs it in a worker thread.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from dataclasses import dataclass, field
+
+from enforcer.cgroups import driver as cgdriver
+from enforcer.errors import ConfigError
+from enforcer.service import kube, startup
+from enforcer.service.metrics import EnforcerMetrics
+from enforcer.service.node_service import NodeService
+from enforcer.service.settings import EnforcerSettings
+from enforcer.state import checkpoint
+from enforcer.state import errors as state_errors
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class RunningNode:
+    service: NodeService
+    claim: checkpoint.StateClaim
+    watcher: kube.PodWatcher | None = None
+    _stop: threading.Event = field(default_factory=threading.Event)
+    _threads: list[threading.Thread] = field(default_factory=list)
+
+    def stop(self) -> None:
+        self._stop.set()
+        self.service.reconciler.stop()
+        for thread in self._threads:
+            thread.join(timeout=2.0)  # a watch blocked on the API server ends with its window; it is a daemon
+        self.claim.release()
+        log.info("enforcer stopped", extra={"node": self.service.node_name})
+
+
+def start(
+    settings: EnforcerSettings,
+    metrics: EnforcerMetrics,
+    *,
+    driver: cgdriver.CgroupDriver | None = None,
+    pod_source: kube.PodSource | None = None,
+) -> RunningNode:
+    """Everything the API needs, running; raises ConfigError when the node cannot work as configured."""
+    topology = startup.load_topology(settings)
+    store = checkpoint.CheckpointStore(settings.state_path)
+    try:
+        claim = store.claim()
+    except state_errors.CheckpointError as err:
+        raise ConfigError(err.message) from None
+    try:
+        loaded = startup.load_state(store, topology, settings.node_config)
+        service = NodeService(
+            node_name=settings.node_name,
+            topology=topology,
+            config=settings.node_config,
+            store=store,
+            loaded=loaded,
+            driver=driver if driver is not None else startup.cgroup_driver(settings),
+            layout=startup.cgroup_layout(settings, topology),
+            metrics=metrics,
+        )
+    except BaseException:
+        claim.release()
+        raise
+    node = RunningNode(service, claim)
+    service.reconciler.run_all("startup")
+    service.reconciler.start(settings.reconcile_interval)
+    if not settings.standalone:
+        source = pod_source if pod_source is not None else _cluster_source(settings)
+        node.watcher = kube.PodWatcher(
+            service,
+            source,
+            grace_seconds=settings.release_grace_seconds,
+            pod_level_resources=settings.node_config.gates.pod_level_resources,
+        )
+        thread = threading.Thread(target=node.watcher.run, args=(node._stop,), name="pod-watch", daemon=True)
+        thread.start()
+        node._threads.append(thread)
+    log.info("enforcer started", extra=startup.describe(settings, topology))
+    return node
+
+
+def _cluster_source(settings: EnforcerSettings) -> kube.PodSource:
+    try:
+        return kube.KubernetesPodSource(settings.node_name)
+    except Exception as err:  # kubernetes.config.ConfigException and friends, translated at the boundary
+        raise ConfigError(
+            f"cannot reach the Kubernetes API ({type(err).__name__}: {err}); outside a cluster run with --standalone"
+        ) from None

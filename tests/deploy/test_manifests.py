@@ -1,0 +1,489 @@
+"""The Kubernetes manifests: schema-valid for v1.36, buildable by kustomize, and consistent with the code.
+
+Schemas come from the ``kubernetes-validate`` package (the v1.36 OpenAPI schemas, strict: unknown
+fields are errors), offline.  CRD kinds (cert-manager, Prometheus Operator) have no schema there and
+are skipped with that reason.  Beyond the schemas, the tests pin what the schemas cannot see: the
+admission hooks' policies, the security settings, and that every path a config file names is
+mounted into its pod.
+"""
+
+from __future__ import annotations
+
+import copy
+import functools
+import shutil
+import subprocess
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import celpy
+import kubernetes_validate  # type: ignore[import-untyped]
+import pytest
+import yaml
+from celpy.adapter import json_to_cel
+
+from enforcer.engine import builder
+from enforcer.engine import config as node_config
+from enforcer.service import settings as enforcer_settings
+from enforcer.topology import discovery
+from numaguard_cli.main import SUBCOMMANDS
+from servicekit import certs
+from webhook import discovery as enforcer_directory
+from webhook import settings as webhook_settings
+
+REPO = Path(__file__).resolve().parents[2]
+MANIFESTS = REPO / "manifests"
+BASE = MANIFESTS / "base"
+K8S_VERSION = "1.36.0"
+CRD_GROUPS = {"cert-manager.io", "monitoring.coreos.com"}
+KUSTOMIZE_BUILDS = [MANIFESTS, MANIFESTS / "overlays" / "cert-manager", MANIFESTS / "overlays" / "monitoring"]
+BUNDLED_TOPOLOGIES = REPO / "enforcer" / "topology" / "fixtures"
+KUBECTL = shutil.which("kubectl")
+
+
+def documents(path: Path) -> list[dict[str, Any]]:
+    return [doc for doc in yaml.safe_load_all(path.read_text()) if doc]
+
+
+def object_files() -> list[Path]:
+    """Every manifest file holding cluster objects (not kustomization files, not service configs)."""
+    return sorted(
+        p
+        for p in MANIFESTS.rglob("*.yaml")
+        if p.name != "kustomization.yaml" and BASE / "config" not in p.parents
+    )
+
+
+@functools.cache
+def all_objects() -> tuple[tuple[Path, dict[str, Any]], ...]:
+    """Parsed once per session; tests copy before changing anything."""
+    return tuple((path, doc) for path in object_files() for doc in documents(path))
+
+
+def the(kind: str, name: str | None = None) -> dict[str, Any]:
+    found = [d for _, d in all_objects() if d["kind"] == kind and (name is None or d["metadata"]["name"] == name)]
+    assert len(found) == 1, f"expected one {kind} {name or ''}, found {len(found)}"
+    return found[0]
+
+
+def group_of(doc: dict[str, Any]) -> str:
+    api_version: str = doc["apiVersion"]
+    return api_version.split("/")[0] if "/" in api_version else ""
+
+
+def validate_or_skip_crd(doc: dict[str, Any]) -> None:
+    if group_of(doc) in CRD_GROUPS:
+        pytest.skip(f"{doc['kind']} is a CRD kind ({doc['apiVersion']}): the Kubernetes API schemas do not define it")
+    kubernetes_validate.validate(doc, K8S_VERSION, strict=True)
+
+
+# -- schemas ---------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "doc",
+    [pytest.param(doc, id=f"{path.relative_to(MANIFESTS)}:{doc['kind']}/{doc['metadata']['name']}")
+     for path, doc in all_objects()],
+)
+def test_every_manifest_document_validates_against_the_kubernetes_1_36_schema(doc: dict[str, Any]) -> None:
+    validate_or_skip_crd(doc)
+
+
+def test_schema_validation_rejects_an_unknown_field() -> None:
+    broken = copy.deepcopy(the("Deployment", "numaguard-webhook"))
+    broken["spec"]["template"]["spec"]["containers"][0]["readinessProbes"] = {}
+    with pytest.raises(kubernetes_validate.ValidationError):
+        kubernetes_validate.validate(broken, K8S_VERSION, strict=True)
+
+
+def kustomize(directory: Path) -> list[dict[str, Any]]:
+    assert KUBECTL is not None
+    built = subprocess.run([KUBECTL, "kustomize", str(directory)], capture_output=True, text=True, timeout=120)
+    assert built.returncode == 0, built.stderr
+    return [doc for doc in yaml.safe_load_all(built.stdout) if doc]
+
+
+@pytest.fixture(scope="module", params=KUSTOMIZE_BUILDS, ids=lambda p: str(p.relative_to(REPO)))
+def built(request: pytest.FixtureRequest) -> list[dict[str, Any]]:
+    if KUBECTL is None:
+        pytest.skip("kubectl is not installed: kustomize builds are not checked here")
+    return kustomize(request.param)
+
+
+def test_kustomize_builds_and_every_built_object_validates(built: list[dict[str, Any]]) -> None:
+    kinds = {doc["kind"] for doc in built}
+    assert {"Namespace", "Deployment", "DaemonSet", "MutatingWebhookConfiguration", "ConfigMap"} <= kinds
+    for doc in built:
+        if group_of(doc) not in CRD_GROUPS:  # CRD kinds: no schema in the Kubernetes API (see above)
+            kubernetes_validate.validate(doc, K8S_VERSION, strict=True)
+
+
+def test_kustomize_points_workloads_at_the_generated_config_maps(built: list[dict[str, Any]]) -> None:
+    config_maps = {d["metadata"]["name"] for d in built if d["kind"] == "ConfigMap"}
+    for workload in (d for d in built if d["kind"] in ("Deployment", "DaemonSet")):
+        for volume in workload["spec"]["template"]["spec"]["volumes"]:
+            if "configMap" in volume:
+                assert volume["configMap"]["name"] in config_maps
+
+
+def test_default_build_needs_no_crd() -> None:
+    if KUBECTL is None:
+        pytest.skip("kubectl is not installed: kustomize builds are not checked here")
+    assert {group_of(doc) for doc in kustomize(MANIFESTS)}.isdisjoint(CRD_GROUPS)
+
+
+# -- admission hooks ---------------------------------------------------------------------------------
+
+
+def hooks() -> Iterator[tuple[str, dict[str, Any]]]:
+    for kind in ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"):
+        for hook in the(kind)["webhooks"]:
+            yield kind, hook
+
+
+def rules_of(kind: str) -> dict[tuple[str, str], dict[str, Any]]:
+    return {
+        (operation, resource): hook
+        for hook in the(kind)["webhooks"]
+        for rule in hook["rules"]
+        for operation in rule["operations"]
+        for resource in rule["resources"]
+    }
+
+
+@dataclass(frozen=True)
+class HookCase:
+    kind: str
+    operation: str
+    resource: str
+    failure_policy: str
+
+
+HOOK_CASES = [
+    HookCase("MutatingWebhookConfiguration", "CREATE", "pods", "Ignore"),
+    HookCase("MutatingWebhookConfiguration", "CREATE", "pods/binding", "Fail"),
+    HookCase("MutatingWebhookConfiguration", "UPDATE", "pods/resize", "Fail"),
+    HookCase("MutatingWebhookConfiguration", "UPDATE", "pods", "Ignore"),
+    HookCase("ValidatingWebhookConfiguration", "CREATE", "pods", "Fail"),
+    HookCase("ValidatingWebhookConfiguration", "UPDATE", "pods/resize", "Fail"),
+]
+
+
+@pytest.mark.parametrize("case", HOOK_CASES, ids=lambda c: f"{c.kind[:8]} {c.operation} {c.resource}")
+def test_each_hook_has_its_documented_failure_policy(case: HookCase) -> None:
+    assert rules_of(case.kind)[(case.operation, case.resource)]["failurePolicy"] == case.failure_policy
+
+
+@pytest.mark.parametrize("kind", ["MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"])
+def test_hooks_cover_exactly_the_documented_operations(kind: str) -> None:
+    expected = {(c.operation, c.resource) for c in HOOK_CASES if c.kind == kind}
+    assert set(rules_of(kind)) == expected
+
+
+def test_every_hook_shares_the_safety_settings() -> None:
+    for kind, hook in hooks():
+        assert hook["admissionReviewVersions"] == ["v1"]
+        assert hook["sideEffects"] == "NoneOnDryRun"
+        assert 1 <= hook["timeoutSeconds"] <= 30
+        assert hook["clientConfig"]["service"] == {
+            "name": "numaguard-webhook",
+            "namespace": "numaguard",
+            "path": "/mutate" if kind.startswith("Mutating") else "/validate",
+            "port": 443,
+        }
+        [excluded] = hook["namespaceSelector"]["matchExpressions"]
+        assert excluded["key"] == "kubernetes.io/metadata.name" and excluded["operator"] == "NotIn"
+        assert {"kube-system", "numaguard"} <= set(excluded["values"])
+        if kind.startswith("Mutating"):
+            assert hook["reinvocationPolicy"] == "IfNeeded"
+
+
+def test_hook_names_are_unique_and_fully_qualified() -> None:
+    names = [hook["name"] for _, hook in hooks()]
+    assert len(names) == len(set(names))
+    assert all(name.count(".") >= 2 for name in names)
+
+
+def test_ca_bundles_are_injected_from_the_webhook_serving_certificate() -> None:
+    certificate = the("Certificate", "numaguard-webhook-tls")
+    for kind in ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"):
+        annotation = the(kind)["metadata"]["annotations"]["cert-manager.io/inject-ca-from"]
+        assert annotation == f"{certificate['metadata']['namespace']}/{certificate['metadata']['name']}"
+    assert "numaguard-webhook.numaguard.svc" in certificate["spec"]["dnsNames"]
+
+
+def pod(spec: dict[str, Any]) -> dict[str, Any]:
+    return {"metadata": {"name": "p", "namespace": "default"}, "spec": spec}
+
+
+MATCH_CASES = [
+    ("no resources anywhere", pod({"containers": [{"name": "app", "image": "x", "resources": {}}]}), False),
+    ("resources key absent", pod({"containers": [{"name": "app", "image": "x"}]}), False),
+    ("container requests", pod({"containers": [{"name": "app", "resources": {"requests": {"cpu": "2"}}}]}), True),
+    ("container limits only", pod({"containers": [{"name": "app", "resources": {"limits": {"memory": "1Gi"}}}]}),
+     True),
+    ("pod-level resources", pod({"resources": {"limits": {"cpu": "4"}}, "containers": [{"name": "app"}]}), True),
+    ("init container only",
+     pod({"initContainers": [{"name": "init", "resources": {"requests": {"cpu": "1"}}}],
+          "containers": [{"name": "app", "resources": {}}]}), True),
+    ("empty init containers", pod({"initContainers": [], "containers": [{"name": "app", "resources": {}}]}), False),
+]
+
+
+@pytest.mark.parametrize(("description", "obj", "expected"), MATCH_CASES, ids=[c[0] for c in MATCH_CASES])
+def test_match_conditions_skip_exactly_the_pods_that_request_nothing(
+    description: str, obj: dict[str, Any], expected: bool
+) -> None:
+    env = celpy.Environment()
+    conditioned = [(kind, hook) for kind, hook in hooks() if hook.get("matchConditions")]
+    assert len(conditioned) == 5  # every hook but the binding one, whose object is a Binding
+    for _, hook in conditioned:
+        [condition] = hook["matchConditions"]
+        program = env.program(env.compile(condition["expression"]))
+        assert bool(program.evaluate({"object": json_to_cel(obj)})) is expected, hook["name"]
+
+
+def test_binding_hook_has_no_match_condition_because_a_binding_carries_no_pod_spec() -> None:
+    assert "matchConditions" not in rules_of("MutatingWebhookConfiguration")[("CREATE", "pods/binding")]
+
+
+# -- workloads -------------------------------------------------------------------------------------------
+
+
+def pod_spec(kind: str, name: str) -> dict[str, Any]:
+    spec: dict[str, Any] = the(kind, name)["spec"]["template"]["spec"]
+    return spec
+
+
+def test_webhook_runs_two_spread_replicas_protected_by_a_disruption_budget() -> None:
+    deployment = the("Deployment", "numaguard-webhook")
+    labels = deployment["spec"]["template"]["metadata"]["labels"]
+    assert deployment["spec"]["replicas"] == 2
+    anti = deployment["spec"]["template"]["spec"]["affinity"]["podAntiAffinity"]
+    assert anti["preferredDuringSchedulingIgnoredDuringExecution"][0]["podAffinityTerm"]["topologyKey"] == (
+        "kubernetes.io/hostname"
+    )
+    budget = the("PodDisruptionBudget", "numaguard-webhook")
+    assert budget["spec"]["minAvailable"] == 1
+    assert budget["spec"]["selector"]["matchLabels"].items() <= labels.items()
+
+
+def test_webhook_service_maps_443_to_the_container_https_port() -> None:
+    service = the("Service", "numaguard-webhook")
+    [container] = pod_spec("Deployment", "numaguard-webhook")["containers"]
+    [port] = service["spec"]["ports"]
+    assert port["port"] == 443
+    assert {"name": port["targetPort"], "containerPort": 8443, "protocol": "TCP"} in container["ports"]
+
+
+@pytest.mark.parametrize(("kind", "name"), [("Deployment", "numaguard-webhook"), ("DaemonSet", "numaguard-enforcer")])
+def test_probes_use_https_health_endpoints(kind: str, name: str) -> None:
+    [container] = pod_spec(kind, name)["containers"]
+    assert container["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "https", "scheme": "HTTPS"}
+    assert container["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "https", "scheme": "HTTPS"}
+
+
+def test_webhook_pods_run_unprivileged_with_a_read_only_root() -> None:
+    spec = pod_spec("Deployment", "numaguard-webhook")
+    [container] = spec["containers"]
+    assert spec["securityContext"]["runAsNonRoot"] is True
+    assert spec["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+    assert container["securityContext"] == {
+        "allowPrivilegeEscalation": False,
+        "readOnlyRootFilesystem": True,
+        "capabilities": {"drop": ["ALL"]},
+    }
+    assert {"cpu", "memory"} <= set(container["resources"]["requests"])
+
+
+def test_enforcer_gets_only_the_host_access_it_justifies() -> None:
+    spec = pod_spec("DaemonSet", "numaguard-enforcer")
+    [container] = spec["containers"]
+    assert spec["nodeSelector"] == {"numaguard.io/enforce": "true"}
+    assert spec["hostPID"] is False and spec["hostNetwork"] is False
+    assert {"operator": "Exists"} in spec["tolerations"]
+    security = container["securityContext"]
+    assert security["privileged"] is False and security["allowPrivilegeEscalation"] is False
+    assert security["capabilities"] == {"drop": ["ALL"]} and security["readOnlyRootFilesystem"] is True
+    host_paths = {v["name"]: v["hostPath"]["path"] for v in spec["volumes"] if "hostPath" in v}
+    assert host_paths == {"sys": "/sys", "cgroup": "/sys/fs/cgroup", "state": "/var/lib/numaguard"}
+    mounts = {m["name"]: m for m in container["volumeMounts"]}
+    assert mounts["sys"]["readOnly"] is True
+    assert mounts["state"]["mountPath"] == "/var/lib/numaguard"
+
+
+def test_enforcer_is_told_its_node_name_from_the_downward_api() -> None:
+    [container] = pod_spec("DaemonSet", "numaguard-enforcer")["containers"]
+    assert container["command"][-2:] == ["--node-name", "$(NODE_NAME)"]
+    assert {"name": "NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}} in container["env"]
+
+
+@pytest.mark.parametrize(
+    ("kind", "name", "expected"),
+    [
+        ("Deployment", "numaguard-webhook", ["numaguard", "webhook", "--config", "/etc/numaguard/webhook.yaml"]),
+        ("DaemonSet", "numaguard-enforcer", ["numaguard", "enforcer", "--config", "/etc/numaguard/enforcer.yaml",
+                                             "--node-name", "$(NODE_NAME)"]),
+    ],
+)
+def test_container_command_lines_name_existing_subcommands(kind: str, name: str, expected: list[str]) -> None:
+    [container] = pod_spec(kind, name)["containers"]
+    assert container["command"] == expected
+    assert container["command"][1] in SUBCOMMANDS
+
+
+# -- configuration files versus mounts -------------------------------------------------------------------
+
+
+def mounted_files(kind: str, name: str) -> set[str]:
+    """Every file path the pod's container sees from its ConfigMap and Secret volumes."""
+    spec = pod_spec(kind, name)
+    [container] = spec["containers"]
+    volumes = {v["name"]: v for v in spec["volumes"]}
+    files: set[str] = set()
+    for mount in container["volumeMounts"]:
+        volume = volumes[mount["name"]]
+        if "subPath" in mount:
+            files.add(mount["mountPath"])
+        elif "projected" in volume:
+            for source in volume["projected"]["sources"]:
+                files.update(f"{mount['mountPath']}/{item['path']}" for item in source["secret"]["items"])
+    return files
+
+
+def etc_paths(value: Any) -> Iterator[str]:
+    if isinstance(value, str) and value.startswith("/etc/numaguard/"):
+        yield value
+    elif isinstance(value, dict):
+        for item in value.values():
+            yield from etc_paths(item)
+    elif isinstance(value, list):
+        for item in value:
+            yield from etc_paths(item)
+
+
+@pytest.mark.parametrize(
+    ("config", "kind", "name"),
+    [("webhook.yaml", "Deployment", "numaguard-webhook"), ("enforcer.yaml", "DaemonSet", "numaguard-enforcer")],
+)
+def test_every_file_a_config_names_is_mounted_into_its_pod(config: str, kind: str, name: str) -> None:
+    named = set(etc_paths(yaml.safe_load((BASE / "config" / config).read_text())))
+    assert named, f"{config} names no files"
+    assert named <= mounted_files(kind, name)
+    assert f"/etc/numaguard/{config}" in mounted_files(kind, name)
+
+
+def test_projected_secrets_are_those_the_cert_manager_component_issues() -> None:
+    issued = {d["spec"]["secretName"] for _, d in all_objects() if d["kind"] == "Certificate"}
+    for kind, name in (("Deployment", "numaguard-webhook"), ("DaemonSet", "numaguard-enforcer")):
+        for volume in pod_spec(kind, name)["volumes"]:
+            for source in volume.get("projected", {}).get("sources", []):
+                assert source["secret"]["name"] in issued
+
+
+def secret_names(value: Any) -> Iterator[str]:
+    if isinstance(value, dict):
+        if "secret" in value and isinstance(value["secret"], dict):
+            yield value["secret"]["name"]
+        if "keySecret" in value:
+            yield value["keySecret"]["name"]
+        for item in value.values():
+            yield from secret_names(item)
+    elif isinstance(value, list):
+        for item in value:
+            yield from secret_names(item)
+
+
+def test_service_monitors_use_secrets_the_cert_manager_component_issues() -> None:
+    issued = {d["spec"]["secretName"] for _, d in all_objects() if d["kind"] == "Certificate"}
+    monitors = [d for _, d in all_objects() if d["kind"] == "ServiceMonitor"]
+    assert monitors
+    for monitor in monitors:
+        assert set(secret_names(monitor["spec"])) <= issued
+    enforcer_tls = the("ServiceMonitor", "numaguard-enforcer")["spec"]["endpoints"][0]["tlsConfig"]
+    assert enforcer_tls["cert"]["secret"]["name"] == "numaguard-operator-client-tls"  # /metrics is authenticated
+
+
+def test_cert_manager_certificates_match_the_cli_bundle() -> None:
+    webhook = the("Certificate", "numaguard-webhook-tls")["spec"]
+    enforcer = the("Certificate", "numaguard-enforcer-tls")["spec"]
+    assert webhook["dnsNames"] == list(certs.service_dns_names(certs.WEBHOOK_SERVICE, "numaguard"))
+    assert set(certs.service_dns_names(certs.ENFORCER_SERVICE, "numaguard")) <= set(enforcer["dnsNames"])
+    assert the("Certificate", "numaguard-webhook-client-tls")["spec"]["commonName"] == certs.WEBHOOK_CLIENT_IDENTITY
+    assert the("Certificate", "numaguard-operator-client-tls")["spec"]["commonName"] == certs.OPERATOR_CLIENT_IDENTITY
+    assert "client auth" in the("Certificate", "numaguard-webhook-client-tls")["spec"]["usages"]
+
+
+def test_webhook_config_loads_and_agrees_with_the_hooks_and_certificates() -> None:
+    loaded = webhook_settings.load(BASE / "config" / "webhook.yaml", env={})
+    binding = rules_of("MutatingWebhookConfiguration")[("CREATE", "pods/binding")]
+    assert loaded.timeout_seconds == binding["timeoutSeconds"]
+    assert loaded.listen_address()[1] == 8443
+    assert loaded.enforcer_server_name in certs.service_dns_names(certs.ENFORCER_SERVICE, "numaguard")
+    assert loaded.enforcer_selector == "app.kubernetes.io/name=numaguard-enforcer"
+    enforcer_labels = the("DaemonSet", "numaguard-enforcer")["spec"]["template"]["metadata"]["labels"]
+    assert enforcer_labels["app.kubernetes.io/name"] == "numaguard-enforcer"
+
+
+def test_static_enforcer_map_alternative_loads() -> None:
+    directory = enforcer_directory.StaticDirectory.from_file(BASE / "config" / "enforcers.yaml")
+    assert directory.url_for("worker-1") == "https://worker-1:8443"
+
+
+def test_enforcer_config_loads_as_enforcer_settings() -> None:
+    loaded = enforcer_settings.load(BASE / "config" / "enforcer.yaml", env={}, overrides={"node_name": "worker-1"})
+    assert loaded.listen_address()[1] == 8443
+    assert loaded.machine_source == Path("/host/sys")
+    assert loaded.state_dir == Path("/var/lib/numaguard")
+    [container] = pod_spec("DaemonSet", "numaguard-enforcer")["containers"]
+    mounts = {m["name"]: m["mountPath"] for m in container["volumeMounts"]}
+    assert (str(loaded.cgroup_root), str(loaded.sysfs_root)) == (mounts["cgroup"], mounts["sys"])
+
+
+@pytest.mark.parametrize("machine", ["sysfs-2numa-16cpu", "sysfs-4numa-32cpu"])
+def test_enforcer_kubelet_configuration_builds_a_node_engine(machine: str) -> None:
+    raw = yaml.safe_load((BASE / "config" / "enforcer.yaml").read_text())
+    config = node_config.from_kubelet(raw["kubelet"])
+    assert (config.cpu_manager_policy, config.memory_manager_policy) == ("static", "Static")
+    builder.build(discovery.discover(BUNDLED_TOPOLOGIES / machine), config)
+
+
+# -- RBAC -------------------------------------------------------------------------------------------------
+
+
+def grants(kind: str, name: str) -> set[tuple[str, str, str]]:
+    return {
+        (group, resource, verb)
+        for rule in the(kind, name)["rules"]
+        for group in rule["apiGroups"]
+        for resource in rule["resources"]
+        for verb in rule["verbs"]
+    }
+
+
+def test_enforcer_rbac_is_exactly_its_needs() -> None:
+    assert grants("ClusterRole", "numaguard-enforcer") == {
+        ("", "pods", "get"),
+        ("", "pods", "list"),
+        ("", "pods", "watch"),
+        ("", "pods", "patch"),
+        ("topology.node.k8s.io", "noderesourcetopologies", "get"),
+        ("topology.node.k8s.io", "noderesourcetopologies", "create"),
+        ("topology.node.k8s.io", "noderesourcetopologies", "update"),
+    }
+
+
+def test_webhook_rbac_only_reads_pods() -> None:
+    assert grants("ClusterRole", "numaguard-webhook") == {("", "pods", v) for v in ("get", "list", "watch")}
+    assert grants("Role", "numaguard-webhook-enforcers") == {("", "pods", v) for v in ("list", "watch")}
+
+
+@pytest.mark.parametrize("binding_kind", ["ClusterRoleBinding", "RoleBinding"])
+def test_role_bindings_name_existing_service_accounts_and_roles(binding_kind: str) -> None:
+    accounts = {d["metadata"]["name"] for _, d in all_objects() if d["kind"] == "ServiceAccount"}
+    roles = {(d["kind"], d["metadata"]["name"]) for _, d in all_objects() if d["kind"] in ("ClusterRole", "Role")}
+    for _, binding in ((p, d) for p, d in all_objects() if d["kind"] == binding_kind):
+        assert (binding["roleRef"]["kind"], binding["roleRef"]["name"]) in roles
+        assert all(s["name"] in accounts and s["namespace"] == "numaguard" for s in binding["subjects"])

@@ -1,0 +1,271 @@
+"""The API's answers, in process (httpx ASGITransport, the real lifespan; callers authenticated by override)."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from service_fixtures import (
+    NODE,
+    allocation_request,
+    exclusive_cpus,
+    guaranteed_pod,
+    make_settings,
+    pod,
+    uid_of,
+    with_container_resources,
+)
+
+from enforcer.cgroups import recording
+from enforcer.service import auth, deps, main
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture
+async def api(tmp_path: Path) -> AsyncIterator[httpx.AsyncClient]:
+    app = main.create_app(
+        make_settings(tmp_path / "state"), cgroup_driver=recording.RecordingCgroupDriver(auto_create=True)
+    )
+    app.dependency_overrides[deps.require_writer] = lambda: auth.Caller("certificate", "test-writer")
+    app.dependency_overrides[deps.require_reader] = lambda: auth.Caller("certificate", "test-reader")
+    async with app.router.lifespan_context(app):
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://enforcer") as client:
+            client.app = app  # type: ignore[attr-defined]
+            yield client
+
+
+def without_cgroups(allocation: dict[str, Any]) -> dict[str, Any]:
+    """The allocation minus its cgroup status, which the reconciler's worker updates on its own schedule."""
+    return {k: v for k, v in allocation.items() if k != "cgroups"}
+
+
+def state_file(tmp_path: Path) -> bytes:
+    return (tmp_path / "state" / "numaguard_state.json").read_bytes()
+
+
+async def test_a_new_pod_is_allocated_with_201_and_the_kubelets_cpus(api: httpx.AsyncClient) -> None:
+    response = await api.post("/allocations", json=allocation_request(pod("tightly-coupled-database")))
+    assert response.status_code == 201
+    body = response.json()
+    assert body["node"] == NODE
+    assert body["numaAffinity"] == [0]
+    assert body["podSharedPool"] == {"cpus": "4,20", "memoryNUMANodes": [0]}
+    assert body["containers"]["database"]["cpus"] == "1-3,17-19"
+    assert body["containers"]["database"]["assignment"] == "pod_exclusive"
+
+
+async def test_the_same_request_again_is_200_with_the_same_allocation(api: httpx.AsyncClient) -> None:
+    first = await api.post("/allocations", json=allocation_request(pod("ml-workload")))
+    again = await api.post("/allocations", json=allocation_request(pod("ml-workload")))
+    assert (first.status_code, again.status_code) == (201, 200)
+    assert without_cgroups(first.json()) == without_cgroups(again.json())
+
+
+async def test_a_known_uid_with_another_spec_is_409_allocation_conflict(api: httpx.AsyncClient) -> None:
+    original = pod("ml-workload")
+    await api.post("/allocations", json=allocation_request(original))
+    changed = with_container_resources(original, "ml-training", "2", "6Gi")
+    response = await api.post("/allocations", json=allocation_request(changed))
+    assert response.status_code == 409
+    assert response.json()["reason"] == "AllocationConflict"
+
+
+async def test_a_pod_no_numa_node_can_hold_is_403_with_the_kubelet_reason(api: httpx.AsyncClient) -> None:
+    response = await api.post("/allocations", json=allocation_request(guaranteed_pod("too-wide", 20)))
+    assert response.status_code == 403
+    assert response.json()["reason"] == "TopologyAffinityError"
+
+
+async def test_a_pod_needing_a_resource_the_node_lacks_is_403_out_of_it(api: httpx.AsyncClient) -> None:
+    response = await api.post("/allocations", json=allocation_request(pod("init-sidecar-hugepages")))
+    assert response.status_code == 403
+    assert response.json()["reason"] == "OutOfhugepages-2Mi"
+
+
+async def test_a_refused_pod_changes_nothing_in_memory_or_on_disk(api: httpx.AsyncClient, tmp_path: Path) -> None:
+    await api.post("/allocations", json=allocation_request(pod("burstable-web")))
+    before_disk = state_file(tmp_path)
+    before = (await api.get("/allocations")).json()
+    await api.post("/allocations", json=allocation_request(guaranteed_pod("too-wide", 20)))
+    await api.post("/allocations", json=allocation_request(pod("init-sidecar-hugepages")))
+    assert state_file(tmp_path) == before_disk
+    after = (await api.get("/allocations")).json()
+    assert [without_cgroups(i) for i in after["items"]] == [without_cgroups(i) for i in before["items"]]
+
+
+async def test_malformed_json_is_422_with_an_error_body(api: httpx.AsyncClient) -> None:
+    response = await api.post("/allocations", content=b"{not json", headers={"content-type": "application/json"})
+    assert response.status_code == 422
+    assert response.json()["reason"] == "InvalidRequest"
+
+
+async def test_a_request_without_node_name_is_422_naming_the_field(api: httpx.AsyncClient) -> None:
+    response = await api.post("/allocations", json={"pod": pod("burstable-web")})
+    assert response.status_code == 422
+    assert response.json()["field"] == "nodeName"
+
+
+async def test_an_unreadable_quantity_is_422_naming_its_path_in_the_body(api: httpx.AsyncClient) -> None:
+    raw = pod("burstable-web")
+    raw["spec"]["containers"][0]["resources"]["limits"]["cpu"] = "lots"
+    response = await api.post("/allocations", json=allocation_request(raw))
+    assert response.status_code == 422
+    assert response.json()["reason"] == "InvalidPod"
+    assert response.json()["field"] == "pod.spec.containers[0].resources.limits[cpu]"
+
+
+async def test_a_pod_the_api_server_would_reject_is_422_with_its_message(api: httpx.AsyncClient) -> None:
+    response = await api.post("/allocations", json=allocation_request(pod("invalid-plr-aggregate")))
+    assert response.status_code == 422
+    body = response.json()
+    assert body["reason"] == "InvalidPod"
+    assert body["field"].startswith("pod.spec.resources")
+
+
+async def test_a_pod_without_uid_is_422_on_metadata_uid(api: httpx.AsyncClient) -> None:
+    raw = pod("burstable-web")
+    del raw["metadata"]["uid"]
+    response = await api.post("/allocations", json=allocation_request(raw))
+    assert response.status_code == 422
+    assert response.json()["field"] == "pod.metadata.uid"
+
+
+async def test_a_request_for_another_node_is_422_wrong_node(api: httpx.AsyncClient) -> None:
+    response = await api.post("/allocations", json=allocation_request(pod("burstable-web"), node="node-b"))
+    assert response.status_code == 422
+    assert response.json()["reason"] == "WrongNode"
+
+
+async def test_an_unknown_uid_is_404_for_get_and_resize(api: httpx.AsyncClient) -> None:
+    missing = uid_of("nobody")
+    assert (await api.get(f"/allocations/{missing}")).status_code == 404
+    resize = await api.post(f"/allocations/{missing}/resize", json={"pod": pod("burstable-web", uid=missing)})
+    assert resize.status_code == 404
+    assert resize.json()["reason"] == "NotFound"
+
+
+async def test_release_is_idempotent(api: httpx.AsyncClient) -> None:
+    raw = pod("ml-workload")
+    await api.post("/allocations", json=allocation_request(raw))
+    uid = raw["metadata"]["uid"]
+    first = await api.delete(f"/allocations/{uid}")
+    second = await api.delete(f"/allocations/{uid}")
+    assert first.json()["released"] is True
+    assert second.json()["released"] is False
+    assert (await api.get(f"/allocations/{uid}")).status_code == 404
+
+
+async def test_released_cpus_can_be_allocated_again(api: httpx.AsyncClient) -> None:
+    first = (await api.post("/allocations", json=allocation_request(guaranteed_pod("a", 14)))).json()
+    await api.delete(f"/allocations/{first['uid']}")
+    again = await api.post("/allocations", json=allocation_request(guaranteed_pod("b", 14)))
+    assert again.status_code == 201
+    assert exclusive_cpus(again.json()) == exclusive_cpus(first)
+
+
+async def test_list_filters_by_namespace(api: httpx.AsyncClient) -> None:
+    for name in ("burstable-web", "besteffort-batch", "ml-workload"):
+        await api.post("/allocations", json=allocation_request(pod(name)))
+    shop = (await api.get("/allocations", params={"namespace": "shop"})).json()
+    assert [item["name"] for item in shop["items"]] == ["burstable-web"]
+    assert len((await api.get("/allocations")).json()["items"]) == 3
+
+
+async def test_a_legal_resize_of_a_burstable_pod_is_accepted_and_listed(api: httpx.AsyncClient) -> None:
+    raw = pod("burstable-web")
+    await api.post("/allocations", json=allocation_request(raw))
+    bigger = with_container_resources(raw, "web", "2", "1Gi")
+    bigger["spec"]["containers"][0]["resources"]["requests"] = {"cpu": "1", "memory": "512Mi"}
+    response = await api.post(f"/allocations/{raw['metadata']['uid']}/resize", json={"pod": bigger})
+    assert response.status_code == 200
+    assert response.json()["status"] == "Accepted"
+
+
+async def test_a_dry_run_resize_changes_nothing(api: httpx.AsyncClient, tmp_path: Path) -> None:
+    raw = pod("burstable-web")
+    await api.post("/allocations", json=allocation_request(raw))
+    before = state_file(tmp_path)
+    bigger = with_container_resources(raw, "web", "2", "1Gi")
+    bigger["spec"]["containers"][0]["resources"]["requests"] = {"cpu": "1", "memory": "512Mi"}
+    uid = raw["metadata"]["uid"]
+    response = await api.post(f"/allocations/{uid}/resize", params={"dryRun": "true"}, json={"pod": bigger})
+    assert response.json()["status"] == "Accepted"
+    assert state_file(tmp_path) == before
+    again = await api.post(f"/allocations/{uid}/resize", params={"dryRun": "true"}, json={"pod": raw})
+    assert again.json()["status"] == "Accepted"
+
+
+async def test_a_resize_changing_the_qos_class_is_422_illegal(api: httpx.AsyncClient) -> None:
+    raw = pod("burstable-web")
+    await api.post("/allocations", json=allocation_request(raw))
+    guaranteed = with_container_resources(raw, "web", "1", "512Mi")
+    response = await api.post(f"/allocations/{raw['metadata']['uid']}/resize", json={"pod": guaranteed})
+    assert response.status_code == 422
+    assert response.json()["reason"] == "IllegalResize"
+
+
+async def test_a_resize_whose_body_names_another_uid_is_422(api: httpx.AsyncClient) -> None:
+    raw = pod("burstable-web")
+    await api.post("/allocations", json=allocation_request(raw))
+    other = pod("burstable-web", uid=uid_of("someone-else"))
+    response = await api.post(f"/allocations/{raw['metadata']['uid']}/resize", json={"pod": other})
+    assert response.status_code == 422
+    assert response.json()["field"] == "pod.metadata.uid"
+
+
+async def test_a_resize_that_does_not_fit_now_is_deferred_and_shown_pending(api: httpx.AsyncClient) -> None:
+    filler = (await api.post("/allocations", json=allocation_request(guaranteed_pod("filler-a", 12)))).json()
+    await api.post("/allocations", json=allocation_request(guaranteed_pod("filler-b", 12)))
+    raw = pod("burstable-web")
+    await api.post("/allocations", json=allocation_request(raw))
+    huge = with_container_resources(raw, "web", "8", "4Gi")
+    huge["spec"]["containers"][0]["resources"]["requests"] = {"cpu": "7", "memory": "1Gi"}
+    uid = raw["metadata"]["uid"]
+    response = await api.post(f"/allocations/{uid}/resize", json={"pod": huge})
+    assert response.json()["status"] == "Deferred"
+    listed = (await api.get(f"/allocations/{uid}")).json()
+    assert listed["resize"]["state"] == "Deferred"
+    assert listed["resize"]["requested"]["web"]["requests"] == {"cpu": "7", "memory": "1Gi"}
+    released = await api.delete(f"/allocations/{filler['uid']}")
+    assert released.json()["resizesApplied"] == ["shop/burstable-web"]
+
+
+async def test_topology_reports_free_and_exclusive_cpus_per_numa_node(api: httpx.AsyncClient) -> None:
+    await api.post("/allocations", json=allocation_request(pod("tightly-coupled-database")))
+    view = (await api.get("/topology")).json()
+    node0 = view["numaNodes"][0]["cpus"]
+    assert (node0["total"], node0["reserved"], node0["exclusive"]) == (16, 2, 8)
+    assert node0["free"] == 6
+    assert view["reservedCPUs"] == "0,16"
+    assert view["numaNodes"][0]["memory"]["memory"]["reserved"] == 16 * 1024**3
+
+
+async def test_metrics_expose_the_kubelet_counter_names_exactly(api: httpx.AsyncClient) -> None:
+    await api.post("/allocations", json=allocation_request(pod("tightly-coupled-database")))
+    text = (await api.get("/metrics")).text
+    assert 'resource_manager_allocations_total{resource_name="cpu",source="pod"} 3.0' in text
+    assert 'resource_manager_container_assignments{assignment_type="pod_exclusive",resource_name="cpu"} 1.0' in text
+    assert "# TYPE resource_manager_allocation_errors_total counter" in text
+    assert 'numaguard_enforcer_free_cpus{numa_node="0"} 6.0' in text
+
+
+async def test_the_openapi_document_uses_the_contract_models(api: httpx.AsyncClient) -> None:
+    document = (await api.get("/openapi.json")).json()
+    schemas = document["components"]["schemas"]
+    assert {"AllocationRequest", "ResizeRequest", "ResizeResult", "ErrorBody", "TopologyView"} <= schemas.keys()
+    assert "409" in document["paths"]["/allocations"]["post"]["responses"]
+
+
+async def test_probes_answer_without_credentials(api: httpx.AsyncClient) -> None:
+    app: Any = api.app  # type: ignore[attr-defined]
+    app.dependency_overrides.clear()
+    assert (await api.get("/healthz")).status_code == 200
+    ready = await api.get("/readyz")
+    assert ready.status_code == 200
+    assert ready.json()["ready"] is True
+    assert (await api.get("/allocations")).status_code == 401

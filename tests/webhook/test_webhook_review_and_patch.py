@@ -1,0 +1,195 @@
+"""The AdmissionReview envelope, JSONPatch construction and the response constructors."""
+
+from __future__ import annotations
+
+import base64
+import json
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from webhook_testkit import apply_patch, review_bytes, review_names
+
+from webhook import errors, patch, responses, review
+
+# -- parsing -------------------------------------------------------------------------------------------
+
+
+def test_a_recorded_binding_review_parses_with_its_subresource_and_object() -> None:
+    request = review.parse_request(review_bytes("binding-generate-name-train"))
+    assert request.operation == "CREATE"
+    assert request.sub_resource == "binding"
+    assert request.kind.kind == "Binding"
+    assert request.obj["target"] == {"kind": "Node", "name": "node-a"}
+    assert request.describe() == "CREATE pods/binding ml/train-x7k2p"
+
+
+def test_a_mutating_create_without_subresource_parses_to_an_empty_one() -> None:
+    request = review.parse_request(review_bytes("create-mutate-generate-name-train"))
+    assert request.sub_resource == ""
+    assert request.name == ""
+    assert request.dry_run is False
+    assert request.old_obj is None
+
+
+@pytest.mark.parametrize(
+    ("name", "message"),
+    [
+        ("body-not-json.txt", "request body is not JSON"),
+        ("body-array", "request body must be a JSON object, got list"),
+        ("body-wrong-api-version", "expected apiVersion 'admission.k8s.io/v1' and kind 'AdmissionReview'"),
+        ("body-wrong-kind", "got 'admission.k8s.io/v1' and 'AdmissionResponse'"),
+        ("body-missing-request", "the AdmissionReview has no request"),
+        ("body-request-without-uid", "invalid AdmissionReview: request.uid: Field required"),
+        ("body-bad-operation", "invalid AdmissionReview: request.operation"),
+    ],
+)
+def test_a_body_that_is_not_an_admission_review_is_a_malformed_review(name: str, message: str) -> None:
+    with pytest.raises(errors.MalformedReview) as caught:
+        review.parse_request(review_bytes(name))
+    assert message in caught.value.message
+
+
+def test_every_recorded_malformed_body_is_covered_by_the_table() -> None:
+    assert set(review_names("body-")) == {
+        "body-array",
+        "body-bad-operation",
+        "body-missing-request",
+        "body-request-without-uid",
+        "body-wrong-api-version",
+        "body-wrong-kind",
+    }
+
+
+def test_a_null_dry_run_reads_as_false() -> None:
+    document = json.loads(review_bytes("create-mutate-burstable-web"))
+    document["request"]["dryRun"] = None
+    assert review.parse_request(json.dumps(document).encode()).dry_run is False
+
+
+def test_deeply_nested_json_is_a_malformed_review_not_a_crash() -> None:
+    with pytest.raises(errors.MalformedReview):
+        review.parse_request(b"[" * 100_000 + b"]" * 100_000)
+
+
+@settings(max_examples=300, deadline=None)
+@given(body=st.binary(max_size=256))
+def test_arbitrary_bytes_either_parse_or_raise_malformed_review(body: bytes) -> None:
+    try:
+        review.parse_request(body)
+    except errors.MalformedReview as err:
+        assert err.message
+
+
+def test_the_response_envelope_omits_unset_fields() -> None:
+    document = review.response_document(responses.allowed("abc"))
+    assert document == {
+        "apiVersion": "admission.k8s.io/v1",
+        "kind": "AdmissionReview",
+        "response": {"uid": "abc", "allowed": True},
+    }
+
+
+# -- JSONPatch -------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("token", "escaped"),
+    [("numaguard.io/plan", "numaguard.io~1plan"), ("a~b", "a~0b"), ("~/", "~0~1"), ("plain", "plain")],
+)
+def test_pointer_tokens_escape_tilde_before_slash(token: str, escaped: str) -> None:
+    assert patch.escape(token) == escaped
+
+
+def test_annotations_absent_are_added_as_a_whole_map() -> None:
+    ops = patch.annotation_ops({"metadata": {"name": "p"}}, {"numaguard.io/plan": "x", "numaguard.io/node": None})
+    assert [op.to_json() for op in ops] == [
+        {"op": "add", "path": "/metadata/annotations", "value": {"numaguard.io/plan": "x"}}
+    ]
+
+
+def test_existing_annotations_get_add_replace_and_remove_per_key() -> None:
+    obj = {"metadata": {"annotations": {"keep": "1", "numaguard.io/plan": "old", "numaguard.io/node": "n"}}}
+    ops = patch.annotation_ops(obj, {"numaguard.io/plan": "new", "numaguard.io/node": None, "numaguard.io/x": "v"})
+    assert [op.to_json() for op in ops] == [
+        {"op": "remove", "path": "/metadata/annotations/numaguard.io~1node"},
+        {"op": "replace", "path": "/metadata/annotations/numaguard.io~1plan", "value": "new"},
+        {"op": "add", "path": "/metadata/annotations/numaguard.io~1x", "value": "v"},
+    ]
+
+
+def test_an_object_without_metadata_gets_it_created() -> None:
+    ops = patch.annotation_ops({}, {"k": "v"})
+    assert apply_patch({}, [op.to_json() for op in ops]) == {"metadata": {"annotations": {"k": "v"}}}
+
+
+def test_nothing_to_change_gives_no_operations() -> None:
+    assert patch.annotation_ops({"metadata": {"annotations": {"k": "v"}}}, {"k": "v", "gone": None}) == []
+    assert patch.annotation_ops({"metadata": {}}, {"gone": None}) == []
+
+
+def test_the_patch_is_standard_padded_base64_of_the_json_array() -> None:
+    ops = [patch.Operation("add", "/metadata/annotations/a~1b", "é")]
+    decoded = base64.b64decode(patch.encode(ops), validate=True)
+    assert json.loads(decoded) == [{"op": "add", "path": "/metadata/annotations/a~1b", "value": "é"}]
+
+
+_keys = st.text(alphabet="ab/~.-", min_size=1, max_size=6)
+_annotation_maps = st.dictionaries(_keys, st.text(max_size=4), max_size=5)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    current=st.one_of(st.none(), _annotation_maps),
+    desired=st.dictionaries(_keys, st.one_of(st.none(), st.text(max_size=4)), max_size=5),
+)
+def test_annotation_ops_reach_the_desired_map_and_then_patch_nothing(
+    current: dict[str, str] | None, desired: dict[str, str | None]
+) -> None:
+    obj: dict[str, Any] = {"metadata": {} if current is None else {"annotations": dict(current)}}
+    patched = apply_patch(obj, [op.to_json() for op in patch.annotation_ops(obj, desired)])
+    annotations = patched["metadata"].get("annotations", {})
+    for key, value in desired.items():
+        assert annotations.get(key) == value
+    for key, value in (current or {}).items():
+        if key not in desired:
+            assert annotations[key] == value
+    assert patch.annotation_ops(patched, desired) == []
+
+
+# -- responses -------------------------------------------------------------------------------------------
+
+
+def test_patched_without_operations_is_a_plain_allow() -> None:
+    response = responses.patched("u", [], warnings=["w"])
+    assert response.patch is None and response.patch_type is None
+    assert response.warnings == ["w"]
+
+
+def test_patched_sets_the_patch_type() -> None:
+    response = responses.patched("u", [patch.Operation("add", "/metadata/annotations", {"k": "v"})])
+    assert response.patch_type == "JSONPatch"
+    assert response.allowed is True
+
+
+def test_a_denial_carries_code_reason_and_message() -> None:
+    response = responses.denied("u", "no", reason="Forbidden", code=403)
+    assert review.response_document(response)["response"] == {
+        "uid": "u",
+        "allowed": False,
+        "status": {"code": 403, "reason": "Forbidden", "message": "no"},
+    }
+
+
+def test_a_denial_code_below_400_is_refused() -> None:
+    with pytest.raises(ValueError, match="HTTP error code"):
+        responses.denied("u", "no", reason="Forbidden", code=200)
+
+
+def test_warnings_are_one_line_deduplicated_and_cut_to_120_characters() -> None:
+    response = responses.allowed("u", warnings=["a\nb", "a b", "x" * 300, " "])
+    assert response.warnings is not None
+    assert response.warnings[:1] == ["a b"]
+    assert len(response.warnings) == 2
+    assert len(response.warnings[1]) == 120 and response.warnings[1].endswith("…")

@@ -1,0 +1,16 @@
+"""FastAPI dependency providers: the app's :class:`~webhook.services.Services`.
+
+Tests replace them with ``app.dependency_overrides[deps.get_services]``
+instead of patching modules.
+"""
+
+from __future__ import annotations
+
+from fastapi import Request
+
+from webhook.services import Services
+
+
+def get_services(request: Request) -> Services:
+    services: Services = request.app.state.services
+    return services

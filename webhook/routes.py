@@ -1,0 +1,71 @@
+"""HTTP routes: read the body (bounded), parse, call :mod:`webhook.admission`, serialize. Nothing else.
+
+``POST /mutate`` and ``POST /validate`` answer AdmissionReview v1; a body
+that is not one raises :class:`~webhook.errors.WebhookError`, answered HTTP
+400 by the app's exception handler (never 500).  ``GET /healthz`` says the
+process serves; ``GET /readyz`` says the pod and enforcer sources have
+synced (a webhook that cannot find pods would deny every binding);
+``GET /metrics`` is the Prometheus exposition of this app's registry.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Depends, Request, Response
+from fastapi.responses import JSONResponse
+
+from webhook import admission, deps, errors, metrics, review
+from webhook.handlers import common
+from webhook.services import Services
+
+router = APIRouter()
+
+ServicesDep = Annotated[Services, Depends(deps.get_services)]
+
+
+async def _read_body(request: Request, limit: int) -> bytes:
+    """The body, refused as soon as it is known to exceed ``limit`` (declared length, or bytes streamed)."""
+    declared = request.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > limit:
+        raise errors.BodyTooLarge(limit)
+    body = bytearray()
+    async for chunk in request.stream():
+        body += chunk
+        if len(body) > limit:
+            raise errors.BodyTooLarge(limit)
+    return bytes(body)
+
+
+async def _review(request: Request, services: Services, mode: common.Mode) -> JSONResponse:
+    body = await _read_body(request, services.settings.max_body_bytes)
+    admission_request = review.parse_request(body)
+    response = await admission.review_request(admission_request, mode=mode, services=services)
+    return JSONResponse(review.response_document(response))
+
+
+@router.post("/mutate")
+async def mutate(request: Request, services: ServicesDep) -> JSONResponse:
+    return await _review(request, services, "mutate")
+
+
+@router.post("/validate")
+async def validate(request: Request, services: ServicesDep) -> JSONResponse:
+    return await _review(request, services, "validate")
+
+
+@router.get("/healthz")
+async def healthz() -> dict[str, str]:
+    return {"status": "ok"}
+
+
+@router.get("/readyz")
+async def readyz(services: ServicesDep) -> JSONResponse:
+    checks = {"pods": services.pods.is_ready(), "enforcers": services.enforcers.is_ready()}
+    ready = all(checks.values())
+    return JSONResponse({"ready": ready, "checks": checks}, status_code=200 if ready else 503)
+
+
+@router.get("/metrics")
+async def prometheus_metrics(services: ServicesDep) -> Response:
+    return Response(services.metrics.render(), media_type=metrics.CONTENT_TYPE)
