@@ -69,7 +69,6 @@ def run(args: argparse.Namespace) -> int:
     except errors.ConfigError as err:
         print(f"numaguard webhook: {err}", file=sys.stderr)
         return 2
-    json_logging.configure(config.log_level)
     try:
         app = main.create_app(config)
         reloader = None
@@ -78,6 +77,7 @@ def run(args: argparse.Namespace) -> int:
     except (errors.ConfigError, tls.TLSConfigError) as err:
         print(f"numaguard webhook: {err}", file=sys.stderr)
         return 2
+    json_logging.configure(config.log_level)
     host, port = config.listen_address()
     return serve.serve(
         app,

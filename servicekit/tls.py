@@ -29,7 +29,7 @@ import logging
 import os
 import ssl
 import tempfile
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypedDict
@@ -115,26 +115,28 @@ def client_context(ca: str | Path, *, cert: str | Path | None = None, key: str |
 
 @dataclass(frozen=True)
 class _FileState:
-    mtime_ns: int
-    size: int
+    stat: tuple[int, int, int]  # inode, mtime, size: an atomic replace always changes the inode
     sha256: str
 
 
-def _stat(path: Path) -> tuple[int, int]:
+def _stat(path: Path) -> tuple[int, int, int]:
     st = path.stat()  # follows symlinks: a Kubernetes Secret volume swaps a ..data symlink
-    return st.st_mtime_ns, st.st_size
+    return st.st_ino, st.st_mtime_ns, st.st_size
 
 
 def _read_state(path: Path) -> tuple[_FileState, bytes]:
+    # stat before reading: if the file is replaced in between, the recorded stat is the old one and the
+    # next check reads again; the other order could pair the new stat with old bytes and miss the update.
+    stat = _stat(path)
     data = path.read_bytes()
-    mtime_ns, size = _stat(path)
-    return _FileState(mtime_ns, size, hashlib.sha256(data).hexdigest()), data
+    return _FileState(stat, hashlib.sha256(data).hexdigest()), data
 
 
 class ReloadingServerContext:
     """A server SSL context that picks up new certificate, key and CA files without a restart.
 
-    ``check()`` is cheap when nothing changed (two or three ``stat`` calls) and
+    ``check()`` is cheap when nothing changed (two or three ``stat`` calls:
+    inode, mtime and size; content hashes decide only once those moved) and
     is meant to run on the server's event loop, where handshakes also run, so a
     reload never interleaves with one.  Use :meth:`watch` / :meth:`watching`
     from an app lifespan, or let :func:`servicekit.serve.serve` run it.
@@ -161,7 +163,7 @@ class ReloadingServerContext:
                 current = _stat(path)
             except OSError:
                 return True
-            if seen is None or (seen.mtime_ns, seen.size) != current:
+            if seen is None or seen.stat != current:
                 return True
         return False
 
@@ -183,7 +185,8 @@ class ReloadingServerContext:
         chain_changed = any(
             states[p][0].sha256 != self._loaded[p].sha256 for p in (self.files.cert, self.files.key)
         )
-        ca_changed = self.files.ca is not None and states[self.files.ca][0].sha256 != self._loaded[self.files.ca].sha256
+        ca = self.files.ca
+        ca_changed = ca is not None and states[ca][0].sha256 != self._loaded[ca].sha256
         if not chain_changed and not ca_changed:
             self._loaded = {p: s for p, (s, _) in states.items()}  # touched, not changed
             return False
@@ -225,10 +228,10 @@ class ReloadingServerContext:
             log.warning("tls reload failed, keeping the previous certificate", extra={"error": message})
         self._failed = fingerprint
 
-    async def watch(self, interval: float) -> None:
-        """Check every ``interval`` seconds until cancelled."""
+    async def watch(self, interval: float, *, sleep: Callable[[float], Awaitable[None]] = asyncio.sleep) -> None:
+        """Check every ``interval`` seconds until cancelled (``sleep`` is the clock; tests pass their own)."""
         while True:
-            await asyncio.sleep(interval)
+            await sleep(interval)
             self.check()
 
     @contextlib.asynccontextmanager

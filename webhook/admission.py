@@ -91,7 +91,7 @@ async def review_request(
             "result": result,
             "reason": reason,
             "code": response.status.code if response.status is not None else None,
-            "message": response.status.message if response.status is not None else None,
+            "status_message": response.status.message if response.status is not None else None,
             "warnings": response.warnings or [],
             "duration_ms": round(elapsed * 1000, 3),
         },

@@ -50,7 +50,7 @@ from dataclasses import dataclass
 from itertools import combinations, islice
 from typing import TYPE_CHECKING
 
-from enforcer.cpumanager.assignment import _by_free_count, _index_of, _Index, _Member
+from enforcer.cpumanager.assignment import _by_free_count, _Index, _index_of, _Member
 from enforcer.cpumanager.state import CPUState
 from enforcer.errors import (
     AdmissionRejected,
@@ -88,7 +88,9 @@ class ProhibitedCPUAllocationError(AdmissionRejected):
     reason = "prohibitedCPUAllocationError"
 
     @classmethod
-    def below_original(cls, requested: str, allocated: str, promised: int, guaranteed: int) -> ProhibitedCPUAllocationError:
+    def below_original(
+        cls, requested: str, allocated: str, promised: int, guaranteed: int
+    ) -> ProhibitedCPUAllocationError:
         return cls(
             "prohibitedCPUAllocation Error: Skip resize, Not allowed to reduce container exclusively allocated pool "
             f"below promised, (requested CPUs = {requested}, allocated CPUs = {allocated}, "
@@ -614,9 +616,7 @@ class _BubblePlan:
             bubble = kept
         self._write(place, state, uid, bubble, slices)
 
-    def _write(
-        self, place: _Placement, state: CPUState, uid: str, bubble: CPUSet, slices: dict[str, CPUSet]
-    ) -> None:
+    def _write(self, place: _Placement, state: CPUState, uid: str, bubble: CPUSet, slices: dict[str, CPUSet]) -> None:
         """PLR §4 steps 5-7 over the resized bubble, keeping every slice where it is."""
         sidecars = _union(slices[c.name] for c in self.changes if c.kind == "sidecar")
         pool = bubble - _union(slices.values())

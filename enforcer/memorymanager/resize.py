@@ -84,9 +84,11 @@ def _check_can_ever_hold(state: MemoryState, pod_uid: str, changes: Sequence[_Ch
     after: dict[tuple[tuple[int, ...], str], int] = {}
     resized = {(c.owner, c.block.type): c.size for c in changes}
     pod_entry = state.pod_blocks(pod_uid)
-    charged = [("", b) for b in pod_entry] if pod_entry is not None else [
-        (name, b) for name, blocks in state.entries.get(pod_uid, {}).items() for b in blocks
-    ]
+    charged = (
+        [("", b) for b in pod_entry]
+        if pod_entry is not None
+        else [(name, b) for name, blocks in state.entries.get(pod_uid, {}).items() for b in blocks]
+    )
     for owner, block in charged:
         key = (block.numa_affinity, block.type)
         after[key] = after.get(key, 0) + resized.get((owner, block.type), block.size)
@@ -179,7 +181,9 @@ def _container_changes(gates: FeatureGates, state: MemoryState, old: PodResource
     return changes
 
 
-def partition(pod: PodResources, total: Mapping[str, int], bits: tuple[int, ...], gates: FeatureGates) -> dict[str, list[Block]]:
+def partition(
+    pod: PodResources, total: Mapping[str, int], bits: tuple[int, ...], gates: FeatureGates
+) -> dict[str, list[Block]]:
     """PLR §4 memory steps 3-5: every container's blocks carved out of the pod budget ``total``."""
 
     def blocks_of(sizes: Mapping[str, int]) -> list[Block]:
@@ -218,7 +222,9 @@ class _PodBudgetPlan:
     changes: tuple[_Change, ...]
 
 
-def _pod_budget_plan(gates: FeatureGates, state: MemoryState, pod_blocks: list[Block], new: PodResources) -> _PodBudgetPlan:
+def _pod_budget_plan(
+    gates: FeatureGates, state: MemoryState, pod_blocks: list[Block], new: PodResources
+) -> _PodBudgetPlan:
     total = requests.pod_requests(new, gates)
     held = {b.type for b in pod_blocks}
     if held != set(total):
@@ -242,7 +248,9 @@ def _pod_budget_plan(gates: FeatureGates, state: MemoryState, pod_blocks: list[B
     return _PodBudgetPlan(new, pod_blocks[0].numa_affinity, total, changes)
 
 
-def _plan(gates: FeatureGates, state: MemoryState, old: PodResources, new: PodResources) -> list[_Change] | _PodBudgetPlan:
+def _plan(
+    gates: FeatureGates, state: MemoryState, old: PodResources, new: PodResources
+) -> list[_Change] | _PodBudgetPlan:
     pod_blocks = state.pod_blocks(new.uid)
     if pod_blocks:
         plan = _pod_budget_plan(gates, state, pod_blocks, new)

@@ -41,6 +41,7 @@ log = logging.getLogger(__name__)
 
 FINISHED_PHASES = frozenset({"Succeeded", "Failed"})
 MAX_BACKOFF_SECONDS = 30.0
+MIN_WATCH_SECONDS = 1.0
 
 RawPod = Mapping[str, Any]
 
@@ -201,7 +202,9 @@ class PodWatcher:
                 self.resync(pods)
                 backoff = 1.0
                 while not stop.is_set():
+                    opened, events = time.monotonic(), 0
                     for event_type, raw in self.source.watch_pods(version, self.watch_timeout_seconds):
+                        events += 1
                         if stop.is_set():
                             return
                         metadata = raw.get("metadata")
@@ -209,6 +212,8 @@ class PodWatcher:
                             version = str(metadata["resourceVersion"])
                         self.handle(event_type, raw)
                     self.sweep()
+                    if not events and time.monotonic() - opened < MIN_WATCH_SECONDS:
+                        stop.wait(MIN_WATCH_SECONDS)  # a server closing empty watches at once must not make us spin
             except ResourceVersionExpired:
                 log.info("pod watch expired; listing again")
             except Exception:  # the API server restarts, the network drops: keep trying

@@ -112,7 +112,7 @@ class NodeService:
         self._resize_since: dict[str, datetime] = {}
         self._in_progress: dict[str, datetime] = {}
         self._started = _now()
-        self.reconciler = Reconciler(driver, layout, self._desired, metrics=metrics)
+        self.reconciler = Reconciler(driver, layout, self.desired_state, metrics=metrics)
         if self._engine is not None and (loaded.fresh or self._persisted is None):
             try:
                 self._save(self._engine)
@@ -378,7 +378,7 @@ class NodeService:
             container_ids=runtime.container_ids if runtime is not None else {},
         )
 
-    def _desired(self, uids: Collection[str] | None) -> DesiredState:
+    def desired_state(self, uids: Collection[str] | None) -> DesiredState:
         """The reconciler's view of the pods it should drive (all when ``uids`` is None)."""
         with self._lock:
             engine = self._engine

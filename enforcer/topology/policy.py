@@ -142,7 +142,12 @@ class NUMAInfo:
     def build(
         cls, numa_ids: Sequence[int], distances: Mapping[int, Sequence[int]] | None, *, need_distances: bool
     ) -> NUMAInfo:
-        """``NewNUMAInfo``: with prefer-closest every node needs a distance row covering every NUMA id."""
+        """``NewNUMAInfo``: with prefer-closest every node needs a distance row.
+
+        A row lists the distances to every NUMA node in id order, as sysfs (and our topology documents) do:
+        with one entry per node it is read by position; otherwise it must be indexed by NUMA id. The kubelet
+        always indexes by id, which is the same thing when the ids are 0..n-1 (every machine we know of).
+        """
         try:
             bitmask.from_ids(numa_ids)
         except bitmask.BitMaskError as exc:
@@ -151,15 +156,22 @@ class NUMAInfo:
             return cls(tuple(numa_ids))
         options.require_distances(numa_ids, distances)
         assert distances is not None  # require_distances raised otherwise
-        rows = {n: tuple(distances[n]) for n in numa_ids}
-        highest = max(numa_ids, default=-1)
-        for node, row in rows.items():
+        ordered = sorted(numa_ids)
+        highest = max(ordered, default=-1)
+        rows: dict[int, tuple[int, ...]] = {}
+        for node in numa_ids:
+            row = tuple(distances[node])
             if any(not 0 <= d < 1 << 32 for d in row):
                 raise ConfigError(f"cannot discover NUMA topology: NUMA node {node} has a distance outside 0..2^32-1")
-            if len(row) <= highest:
+            if len(row) == len(ordered):
+                by_id = dict(zip(ordered, row, strict=True))
+                rows[node] = tuple(by_id.get(other, 0) for other in range(highest + 1))
+            elif len(row) > highest:
+                rows[node] = row
+            else:
                 raise ConfigError(
                     f"cannot discover NUMA topology: the distance row of NUMA node {node} has {len(row)} "
-                    f"entries, NUMA ids go up to {highest}"
+                    f"entries for {len(ordered)} NUMA nodes"
                 )
         return cls(tuple(numa_ids), rows)
 

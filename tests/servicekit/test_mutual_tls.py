@@ -268,9 +268,7 @@ def test_clients_of_a_rotated_ca_are_accepted_after_the_ca_file_is_reloaded(
     assert get(server.port, context).json()["peer"]["issuer"]["commonName"] == "numaguard-ca-2"
 
 
-def test_watch_checks_after_every_interval_until_cancelled(
-    served_dir: certs.Bundle, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_watch_checks_after_every_interval_until_cancelled(served_dir: certs.Bundle) -> None:
     reloader = tls.ReloadingServerContext(tls.TLSFiles.in_directory(served_dir.directory, "enforcer"))
     ca = certs.load_pair(served_dir.cert("ca"), served_dir.key("ca"))
     rotated = certs.issue_serving_certificate(ca, "numaguard-enforcer", dns_names=["localhost"])
@@ -282,9 +280,8 @@ def test_watch_checks_after_every_interval_until_cancelled(
         if len(waited) > 2:
             raise asyncio.CancelledError
 
-    monkeypatch.setattr(tls.asyncio, "sleep", clock)
     with pytest.raises(asyncio.CancelledError):
-        asyncio.run(reloader.watch(5.0))
+        asyncio.run(reloader.watch(5.0, sleep=clock))
     assert waited == [5.0, 5.0, 5.0]
     assert reloader.reloads == 1  # the second tick found nothing new
 

@@ -2,18 +2,16 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx
 import pytest
 from fastapi import FastAPI
-from webhook_testkit import NODE, NODE_URL, FakeEnforcer
+from webhook_testkit import NODE, NODE_URL, AppFactory, FakeEnforcer
 
 from webhook import discovery, main
 from webhook.settings import WebhookSettings
-
-AppFactory = Callable[..., FastAPI]
 
 
 @pytest.fixture

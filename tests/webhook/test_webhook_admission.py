@@ -144,3 +144,18 @@ def test_random_junk_bodies_never_produce_a_server_error(body: bytes, path: str)
     if response.status_code == 200:
         answer = response.json()["response"]
         assert answer.get("status", {}).get("code") != 500, answer
+
+
+@pytest.mark.anyio
+async def test_every_review_logs_one_structured_line_carrying_the_request_uid(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    document = load_review("create-mutate-invalid-plr-aggregate")
+    with caplog.at_level("INFO", logger="webhook.admission"):
+        response = await _post("/mutate", json.dumps(document).encode())
+    assert response.status_code == 200
+    (record,) = [r for r in caplog.records if r.getMessage() == "admission reviewed"]
+    assert record.uid == document["request"]["uid"]  # type: ignore[attr-defined]
+    assert record.result == "denied"  # type: ignore[attr-defined]
+    assert record.reason == "Invalid"  # type: ignore[attr-defined]
+    assert "(rule V6)" in record.status_message  # type: ignore[attr-defined]

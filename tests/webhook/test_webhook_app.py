@@ -12,9 +12,9 @@ from typing import Any
 
 import httpx
 import pytest
-from conftest import AppFactory
 from webhook_testkit import (
     NODE,
+    AppFactory,
     FakeEnforcer,
     apply_patch,
     decoded_patch,
@@ -517,3 +517,20 @@ async def test_metrics_count_reviews_denials_and_bad_requests(client: httpx.Asyn
     assert 'numaguard_webhook_denials_total{operation="create",reason="Invalid"} 1.0' in text
     assert "numaguard_webhook_bad_requests_total 1.0" in text
     assert 'numaguard_webhook_admission_duration_seconds_count{operation="create",result="denied"} 1.0' in text
+
+
+async def test_readiness_fails_until_every_pod_source_has_synced(enforcer: FakeEnforcer) -> None:
+    from webhook import discovery, main, pod_cache
+    from webhook.settings import WebhookSettings
+
+    index = pod_cache.PodIndex()
+    components = main.Components(
+        enforcer_transport=enforcer.transport(),
+        directory=discovery.StaticDirectory({NODE: "https://node-a.enforcers.test:8443"}),
+        extra_pod_sources=[index],
+    )
+    app = main.create_app(WebhookSettings(), components=components)
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://webhook") as http:
+        assert (await http.get("/readyz")).status_code == 503
+        index.replace_all([])
+        assert (await http.get("/readyz")).status_code == 200

@@ -81,6 +81,19 @@ def test_an_allocation_is_recorded_under_the_contract_keys() -> None:
     }
 
 
+def test_an_allocation_too_large_for_the_pod_is_recorded_without_its_details() -> None:
+    containers = {
+        f"c{i}-{'x' * 50}": contract.ContainerAllocation(
+            assignment="pod_shared", memory_assignment="pod_shared", cpus="0-63", cfs_quota="pod"
+        )
+        for i in range(1000)
+    }
+    outcome = binding.allocated(allocation(containers=containers), TARGET)
+    assert outcome.allowed
+    assert set(outcome.annotations) == {"numaguard.io/node", "numaguard.io/spec-hash"}
+    assert outcome.warnings == ("the allocation on node node-a is too large to record on the pod",)
+
+
 @pytest.mark.parametrize("field", [{"uid": "someone-else"}, {"node": "node-b"}])
 def test_an_allocation_for_another_pod_or_node_is_refused_as_outside_the_contract(field: dict[str, str]) -> None:
     outcome = binding.allocated(allocation(**field), TARGET)

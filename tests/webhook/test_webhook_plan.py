@@ -168,7 +168,8 @@ CASES = [
         alignment=(4, 4 * Gi, None, 1),
         warnings=(
             "init container warmup asks 3 exclusive cpus but only 2 remain after sidecars: nodes will refuse the pod",
-            "sidecar proxy pins 2 exclusive CPUs for the pod's life; with no cpu/memory of its own it shares the pod pool",
+            "sidecar proxy pins 2 exclusive CPUs for the pod's life; with no cpu/memory of its own it shares "
+            "the pod pool",
         ),
     ),
     Case(
@@ -190,7 +191,8 @@ CASES = [
         warnings=(
             "sidecars take all 4 pod CPUs, none is left for init container migrate: nodes will refuse the pod",
             "sidecars take all 4Gi pod memory, none is left for init container migrate: nodes will refuse the pod",
-            "sidecar proxy pins 4 exclusive CPUs for the pod's life; with no cpu/memory of its own it shares the pod pool",
+            "sidecar proxy pins 4 exclusive CPUs for the pod's life; with no cpu/memory of its own it shares "
+            "the pod pool",
         ),
     ),
     Case(

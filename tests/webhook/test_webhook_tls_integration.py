@@ -11,6 +11,7 @@ verified client certificate and answers with the contract fake.
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -45,6 +46,16 @@ def fake_enforcer_app(fake: FakeEnforcer, peers: list[str]) -> FastAPI:
         return Response(text, status_code=status, media_type="application/json")
 
     return app
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _restore_uvicorn_log_levels() -> Iterator[None]:
+    """uvicorn's Config sets its loggers' levels process-wide; leave them as other tests found them."""
+    names = ("uvicorn", "uvicorn.error", "uvicorn.access", "uvicorn.asgi")
+    saved = {name: logging.getLogger(name).level for name in names}
+    yield
+    for name, level in saved.items():
+        logging.getLogger(name).setLevel(level)
 
 
 @pytest.fixture(scope="module")

@@ -12,15 +12,18 @@ from __future__ import annotations
 import base64
 import copy
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import httpx
+from fastapi import FastAPI
 
 from shared import contract, qos
 from shared import pod as pod_model
+
+AppFactory = Callable[..., FastAPI]
 
 REVIEWS_DIR = Path(__file__).resolve().parents[1] / "fixtures" / "reviews"
 PODS_DIR = Path(__file__).resolve().parents[1] / "fixtures" / "pods"

@@ -609,3 +609,14 @@ def test_closest_subset_is_the_lowest_sum_then_lowest_value(mask: int, size: int
     subsets = [bitmask.from_ids(s) for s in itertools.combinations(bitmask.ids_of(mask), size)]
     expected = min((sum(rows[i][j] for i in bitmask.ids_of(x) for j in bitmask.ids_of(x)), x) for x in subsets)
     assert info.closest_subset(mask, size) == expected
+
+
+def test_distance_rows_are_read_by_position_when_numa_ids_have_gaps() -> None:
+    # nodes 0 and 2 online: sysfs lists one distance per online node
+    info = policy.NUMAInfo.build((0, 2), {0: (10, 21), 2: (21, 10)}, need_distances=True)
+    assert info.distance_sum(m(0, 2)) == 10 + 21 + 21 + 10
+
+
+def test_distance_rows_too_short_for_the_machine_are_refused() -> None:
+    with pytest.raises(ConfigError, match="distance row of NUMA node 0 has 1 entries for 2 NUMA nodes"):
+        policy.NUMAInfo.build((0, 1), {0: (10,), 1: (11, 10)}, need_distances=True)
