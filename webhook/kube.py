@@ -44,6 +44,9 @@ log = logging.getLogger("webhook.kube")
 
 HTTP_GONE = 410
 WATCH_TIMEOUT_SECONDS = 300
+# Client-side bounds, so a stalled API server connection cannot hang a loop forever.
+LIST_REQUEST_TIMEOUT = 60
+WATCH_REQUEST_TIMEOUT = WATCH_TIMEOUT_SECONDS + 30
 
 
 class WatchSink(Protocol):
@@ -71,14 +74,18 @@ def api_client() -> Any:
 
 
 def _list_raw(list_fn: Callable[..., Any], kwargs: Mapping[str, Any]) -> tuple[list[Mapping[str, Any]], str]:
-    response = list_fn(_preload_content=False, **kwargs)
+    response = list_fn(_preload_content=False, _request_timeout=LIST_REQUEST_TIMEOUT, **kwargs)
     document = json.loads(response.data)
     items: list[Mapping[str, Any]] = [item for item in document.get("items") or [] if isinstance(item, dict)]
     return items, str((document.get("metadata") or {}).get("resourceVersion") or "")
 
 
 class ListWatch:
-    """One list+watch loop feeding a sink, in a daemon thread; ``stop()`` ends it."""
+    """One list+watch loop feeding a sink, in a daemon thread; ``stop()`` ends it.
+
+    ``stop()`` takes effect at the watch's next event or timeout; it waits a
+    bounded time for the thread, which is a daemon and never blocks process exit.
+    """
 
     def __init__(
         self,
@@ -132,6 +139,7 @@ class ListWatch:
                 self._list_fn,
                 resource_version=resource_version,
                 timeout_seconds=WATCH_TIMEOUT_SECONDS,
+                _request_timeout=WATCH_REQUEST_TIMEOUT,
                 allow_watch_bookmarks=True,
                 **self._kwargs,
             ):

@@ -64,7 +64,7 @@ def test_a_list_then_watch_fills_the_index_and_applies_each_event() -> None:
         watch_factory=lambda: watch,
     )
     loop.run_once()
-    assert list_calls == [{"_preload_content": False, "field_selector": "spec.nodeName="}]
+    assert list_calls == [{"_preload_content": False, "_request_timeout": 60, "field_selector": "spec.nodeName="}]
     assert watch.calls[0]["resource_version"] == "77"
     assert watch.calls[0]["field_selector"] == "spec.nodeName="
     assert index.is_ready()
@@ -105,3 +105,19 @@ def test_the_cluster_watches_are_built_without_contacting_a_cluster() -> None:
     )
     assert pending.name == "pending-pods" and enforcers.name == "enforcer-pods"
     assert kube.ApiPodReader(api).is_ready()
+
+
+@pytest.mark.anyio
+async def test_an_in_cluster_app_is_not_ready_until_its_watches_have_listed() -> None:
+    import httpx
+    from kubernetes import client
+
+    from webhook import main
+    from webhook.settings import WebhookSettings
+
+    settings = WebhookSettings(enforcer_discovery="daemonset", pod_source="kubernetes")
+    app = main.create_app(settings, components=main.Components(kube_api=client.ApiClient(client.Configuration())))
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://webhook") as http:
+        ready = await http.get("/readyz")  # the lifespan (which starts the watches) never ran
+    assert ready.status_code == 503
+    assert ready.json()["checks"] == {"pods": False, "enforcers": False}

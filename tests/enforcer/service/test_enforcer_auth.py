@@ -1,0 +1,87 @@
+"""Who may call what: the table in enforcer.service.auth, case by case."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from enforcer.service import auth
+from servicekit.tls import PeerCertificate
+
+PEER = PeerCertificate(
+    common_name="numaguard-webhook",
+    subject={"commonName": "numaguard-webhook"},
+    issuer={"commonName": "numaguard-ca"},
+    serial_number="01",
+    not_before="",
+    not_after="",
+    dns_names=[],
+)
+TOKEN = "t0ken-of-the-day"
+
+
+@dataclass(frozen=True)
+class Case:
+    description: str
+    access: auth.Access
+    peer: PeerCertificate | None
+    authorization: str | None
+    expected: type[Exception] | str  # the error, or the caller's method
+
+
+CASES = [
+    Case("a certificate may write", "write", PEER, None, "certificate"),
+    Case("a certificate may read", "read", PEER, None, "certificate"),
+    Case("a certificate wins over a bad token", "read", PEER, "Bearer wrong", "certificate"),
+    Case("the token may read", "read", None, f"Bearer {TOKEN}", "token"),
+    Case("the scheme is case-insensitive", "read", None, f"bearer {TOKEN}", "token"),
+    Case("the token may not write", "write", None, f"Bearer {TOKEN}", auth.AccessDenied),
+    Case("a wrong token is forbidden", "read", None, "Bearer wrong", auth.AccessDenied),
+    Case("another scheme is forbidden", "read", None, f"Basic {TOKEN}", auth.AccessDenied),
+    Case("an empty bearer is forbidden", "read", None, "Bearer ", auth.AccessDenied),
+    Case("nothing may not read", "read", None, None, auth.AuthenticationRequired),
+    Case("nothing may not write", "write", None, None, auth.AuthenticationRequired),
+]
+
+
+@pytest.fixture
+def authenticator(tmp_path: Path) -> auth.Authenticator:
+    token = tmp_path / "token"
+    token.write_text(f"  {TOKEN}\n")
+    return auth.Authenticator(auth.TokenFile(token))
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: c.description)
+def test_access_rules(authenticator: auth.Authenticator, case: Case) -> None:
+    if isinstance(case.expected, str):
+        caller = authenticator.authorize(case.access, peer=case.peer, authorization=case.authorization)
+        assert caller.method == case.expected
+    else:
+        with pytest.raises(case.expected):
+            authenticator.authorize(case.access, peer=case.peer, authorization=case.authorization)
+
+
+def test_a_rotated_token_file_takes_effect_without_a_restart(tmp_path: Path) -> None:
+    token = tmp_path / "token"
+    token.write_text("old-token-value")
+    authenticator = auth.Authenticator(auth.TokenFile(token))
+    authenticator.authorize("read", peer=None, authorization="Bearer old-token-value")
+    token.write_text("the-new-token-value")
+    with pytest.raises(auth.AccessDenied):
+        authenticator.authorize("read", peer=None, authorization="Bearer old-token-value")
+    assert authenticator.authorize("read", peer=None, authorization="Bearer the-new-token-value").method == "token"
+
+
+def test_without_a_token_file_no_token_is_accepted() -> None:
+    with pytest.raises(auth.AccessDenied):
+        auth.Authenticator(None).authorize("read", peer=None, authorization="Bearer anything")
+
+
+def test_an_empty_or_missing_token_file_accepts_no_token(tmp_path: Path) -> None:
+    empty = tmp_path / "empty"
+    empty.write_text("\n")
+    for path in (empty, tmp_path / "missing"):
+        with pytest.raises(auth.AccessDenied):
+            auth.Authenticator(auth.TokenFile(path)).authorize("read", peer=None, authorization="Bearer ")
