@@ -79,10 +79,6 @@ class AdmissionRequest(_Model):
     def _null_dry_run_is_false(cls, value: object) -> object:
         return False if value is None else value
 
-    @property
-    def kind_name(self) -> str:
-        return self.kind.kind
-
     def describe(self) -> str:
         """``CREATE pods/binding ml/train-x7k2``: how logs and messages name the request."""
         resource = self.resource.resource + (f"/{self.sub_resource}" if self.sub_resource else "")

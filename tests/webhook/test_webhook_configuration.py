@@ -133,3 +133,27 @@ def test_during_a_rolling_update_the_ready_pod_wins_and_a_deleted_pod_is_forgott
     assert directory.url_for("node-a") == "https://10.244.1.5:8443"
     directory.apply("DELETED", enforcer_pod("old", "node-a", "10.244.1.5"))
     assert directory.url_for("node-a") is None
+
+
+# -- the configuration files the project ships ----------------------------------------------------
+
+ROOT = Path(__file__).resolve().parents[2]
+SHIPPED_SETTINGS = ["manifests/base/config/webhook.yaml", "deploy/compose/webhook.yaml"]
+SHIPPED_ENFORCER_MAPS = ["manifests/base/config/enforcers.yaml", "deploy/compose/enforcers.yaml"]
+
+
+@pytest.mark.parametrize("relative", SHIPPED_SETTINGS)
+def test_every_shipped_webhook_config_loads(relative: str) -> None:
+    path = ROOT / relative
+    if not path.exists():
+        pytest.skip(f"{relative} is not in this tree")
+    config = settings.load(path, env={})
+    assert config.enforcer_budget_seconds <= config.timeout_seconds / 2
+
+
+@pytest.mark.parametrize("relative", SHIPPED_ENFORCER_MAPS)
+def test_every_shipped_enforcer_map_loads(relative: str) -> None:
+    path = ROOT / relative
+    if not path.exists():
+        pytest.skip(f"{relative} is not in this tree")
+    assert discovery.StaticDirectory.from_file(path).url_for("node-a") is not None

@@ -45,10 +45,11 @@ def kubelet(
     plr: bool = False,
     reserved: str = "0,16",
     options: Mapping[str, str] | None = None,
+    cpu_policy: str = "static",
 ) -> dict[str, Any]:
     """KubeletConfiguration fields for a static CPU manager node (and Static memory when ``memory``)."""
     raw: dict[str, Any] = {
-        "cpuManagerPolicy": "static",
+        "cpuManagerPolicy": cpu_policy,
         "reservedSystemCPUs": reserved,
         "topologyManagerPolicy": topology_policy,
         "topologyManagerScope": scope,
