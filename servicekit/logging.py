@@ -169,4 +169,6 @@ def configure(level: str | int = "INFO", stream: IO[str] | None = None) -> loggi
         uv = logging.getLogger(name)
         uv.handlers.clear()
         uv.propagate = True
+        # uvicorn sets these levels process-wide when a server starts; the root level decides
+        uv.setLevel(logging.NOTSET)
     return new

@@ -528,17 +528,17 @@ class _ContainerPlan:
             return []
         return [growing] if alignment.scope == "pod" else [[c] for c in growing]
 
-    def unit_holding(self, unit: list[_SliceChange], alignment: ResizeAlignment) -> CPUSet:
+    def unit_holding(
+        self, unit: list[_SliceChange], alignment: ResizeAlignment, held: dict[str, CPUSet] | None = None
+    ) -> CPUSet:
+        """The CPUs whose NUMA nodes a grow must keep: the container's, or in pod scope the whole pod's."""
         members = self.changes if alignment.scope == "pod" else unit
-        holding = EMPTY
-        for change in members:
-            holding = holding | change.current
-        return holding
+        return _union(c.current if held is None else held[c.name] for c in members)
 
     def unit_count(self, unit: list[_SliceChange], alignment: ResizeAlignment) -> int:
         return self.pod_count if alignment.scope == "pod" else unit[0].count
 
-    def check(self, place: _Placement, state: CPUState) -> None:
+    def check(self, place: _Placement) -> None:
         alignment = place.alignment
         exclusive = _union(c.current for c in self.changes)
         for unit in self.units(alignment):
@@ -556,15 +556,12 @@ class _ContainerPlan:
         alignment = place.alignment
         for unit in self.units(alignment):
             entries = _pod_entries(state, uid)
-            long_running = EMPTY
-            for change in self.changes:
-                long_running = long_running | entries[change.name]
-            reusable = EMPTY
-            for name, cpus in entries.items():
-                if name not in {c.name for c in self.changes}:
-                    reusable = reusable | cpus
+            exclusive = {c.name for c in self.changes}
+            long_running = _union(entries[name] for name in exclusive)
+            # CPUs only a finished regular init container still names are the pod's to reuse first.
+            reusable = _union(cpus for name, cpus in entries.items() if name not in exclusive)
             free = place.free_cpus(state) | (reusable - long_running)
-            holding = self.unit_holding(unit, alignment)
+            holding = self.unit_holding(unit, alignment, entries)  # after this resize's decreases
             need = sum(c.count - len(c.current) for c in unit)
             region = place.grow_region(holding, self.unit_count(unit, alignment), need, free)
             pool = free if region is None else free & region
@@ -696,9 +693,7 @@ def resize_infeasibility(
     """(reason, message) when the resize can never be honoured on this node, else None."""
     try:
         plan = _plan(policy, state, old, new, alignment)
-        if isinstance(plan, _ContainerPlan):
-            plan.check(_Placement(policy, alignment), state)
-        elif plan is not None:
+        if plan is not None:
             plan.check(_Placement(policy, alignment))
     except AdmissionRejected as err:
         return err.reason, err.message
@@ -717,8 +712,5 @@ def resize(
     if plan is None:
         return
     place = _Placement(policy, alignment)
-    if isinstance(plan, _ContainerPlan):
-        plan.check(place, state)
-    else:
-        plan.check(place)
+    plan.check(place)
     plan.apply(place, state)

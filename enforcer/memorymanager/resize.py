@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from enforcer.errors import AdmissionRejected, EmptyPodSharedPoolError
 from enforcer.features import FeatureGates
 from enforcer.memorymanager import requests
-from enforcer.memorymanager.state import Block, MemoryState, NUMANodeState, ordered_types
+from enforcer.memorymanager.state import Block, MemoryState, MemoryTable, NUMANodeState, ordered_types
 from shared import quantity
 from shared.resources import PodResources
 
@@ -65,17 +65,9 @@ class _Change:
         return self.size - self.block.size
 
 
-def _sum(machine: Mapping[int, NUMANodeState], bits: Sequence[int], resource: str, attr: str) -> int:
-    total = 0
-    for node_id in bits:
-        table = machine[node_id].memory_map.get(resource)
-        if table is not None:
-            total += int(getattr(table, attr))
-    return total
-
-
-def _where(block: Block) -> str:
-    return f"{block.type} on NUMA node(s) {list(block.numa_affinity)}"
+def _tables(machine: Mapping[int, NUMANodeState], bits: Sequence[int], resource: str) -> list[MemoryTable]:
+    """The mask's tables for one resource type (a type a node lacks holds nothing there)."""
+    return [t for n in bits if (t := machine[n].memory_map.get(resource)) is not None]
 
 
 def _check_can_ever_hold(state: MemoryState, pod_uid: str, changes: Sequence[_Change]) -> None:
@@ -93,7 +85,7 @@ def _check_can_ever_hold(state: MemoryState, pod_uid: str, changes: Sequence[_Ch
         key = (block.numa_affinity, block.type)
         after[key] = after.get(key, 0) + resized.get((owner, block.type), block.size)
     for (bits, resource), size in sorted(after.items()):
-        allocatable = _sum(machine, bits, resource, "allocatable")
+        allocatable = sum(t.allocatable for t in _tables(machine, bits, resource))
         if size > allocatable:
             raise ResizeAllocateMemoryError(
                 f"resizeAllocateMemory Error: the pod needs {quantity.format_bytes(size)} of {resource} on NUMA "
@@ -139,7 +131,7 @@ def _apply_bytes(state: MemoryState, changes: Sequence[_Change]) -> None:
             key = (change.block.numa_affinity, change.block.type)
             wanted[key] = wanted.get(key, 0) + change.delta
     for (bits, resource), size in sorted(wanted.items()):
-        free = _sum(machine, bits, resource, "free")
+        free = sum(t.free for t in _tables(machine, bits, resource))
         if free < size:
             raise MemoryResizeDeferred(
                 f"Node didn't have enough free memory: {quantity.format_bytes(size)} more {resource} needed on "
@@ -150,7 +142,7 @@ def _apply_bytes(state: MemoryState, changes: Sequence[_Change]) -> None:
             _charge_bytes(machine, change.block, change.delta)
 
 
-def _container_changes(gates: FeatureGates, state: MemoryState, old: PodResources, new: PodResources) -> list[_Change]:
+def _container_changes(gates: FeatureGates, state: MemoryState, new: PodResources) -> list[_Change]:
     changes: list[_Change] = []
     for container in new.containers:
         if container.kind == "init":
@@ -248,15 +240,13 @@ def _pod_budget_plan(
     return _PodBudgetPlan(new, pod_blocks[0].numa_affinity, total, changes)
 
 
-def _plan(
-    gates: FeatureGates, state: MemoryState, old: PodResources, new: PodResources
-) -> list[_Change] | _PodBudgetPlan:
+def _plan(gates: FeatureGates, state: MemoryState, new: PodResources) -> list[_Change] | _PodBudgetPlan:
     pod_blocks = state.pod_blocks(new.uid)
     if pod_blocks:
         plan = _pod_budget_plan(gates, state, pod_blocks, new)
         _check_can_ever_hold(state, new.uid, plan.changes)
         return plan
-    changes = _container_changes(gates, state, old, new)
+    changes = _container_changes(gates, state, new)
     _check_can_ever_hold(state, new.uid, changes)
     return changes
 
@@ -264,11 +254,15 @@ def _plan(
 def resize_infeasibility(
     gates: FeatureGates, state: MemoryState, old: PodResources, new: PodResources
 ) -> tuple[str, str] | None:
-    """(reason, message) when the resize can never be honoured on this node, else None."""
+    """(reason, message) when the resize can never be honoured on this node, else None.
+
+    ``old`` is the allocated spec; the memory state already holds it, so only ``new`` is read.
+    """
+    del old
     if requests.plr_skipped(new, gates):
         return None
     try:
-        _plan(gates, state, old, new)
+        _plan(gates, state, new)
     except AdmissionRejected as err:
         return err.reason, err.message
     return None
@@ -279,9 +273,10 @@ def resize(gates: FeatureGates, state: MemoryState, old: PodResources, new: PodR
 
     On an error the state may be half-changed: callers work on a copy (the engine always does).
     """
+    del old  # the state holds the allocated spec's blocks
     if requests.plr_skipped(new, gates):
         return
-    plan = _plan(gates, state, old, new)
+    plan = _plan(gates, state, new)
     if isinstance(plan, list):
         _apply_bytes(state, plan)
         for change in plan:

@@ -2,6 +2,8 @@
 
 Tests replace these through ``app.dependency_overrides`` (an in-process
 ``httpx.ASGITransport`` has no TLS connection, so no client certificate).
+They are ``async`` because they never block: FastAPI would otherwise send each
+one through its thread pool, a thread hop per dependency per request.
 """
 
 from __future__ import annotations
@@ -15,17 +17,17 @@ from enforcer.service.node_service import NodeService
 from servicekit import tls
 
 
-def get_service(request: Request) -> NodeService:
+async def get_service(request: Request) -> NodeService:
     service: NodeService = request.app.state.service
     return service
 
 
-def get_authenticator(request: Request) -> auth.Authenticator:
+async def get_authenticator(request: Request) -> auth.Authenticator:
     authenticator: auth.Authenticator = request.app.state.authenticator
     return authenticator
 
 
-def require_reader(
+async def require_reader(
     request: Request,
     authenticator: Annotated[auth.Authenticator, Depends(get_authenticator)],
     authorization: Annotated[str | None, Header(include_in_schema=False)] = None,
@@ -34,7 +36,7 @@ def require_reader(
     return authenticator.authorize("read", peer=tls.peer_certificate(request.scope), authorization=authorization)
 
 
-def require_writer(
+async def require_writer(
     request: Request,
     authenticator: Annotated[auth.Authenticator, Depends(get_authenticator)],
     authorization: Annotated[str | None, Header(include_in_schema=False)] = None,

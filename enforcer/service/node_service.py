@@ -105,6 +105,11 @@ class NodeService:
         self.store = store
         self.metrics = metrics
         self._lock = threading.Lock()
+        self._commit = threading.Condition(self._lock)
+        self._change_seq = 0  # changes decided
+        self._durable_seq = 0  # changes on disk (group commit: see _await_durable)
+        self._saving = False
+        self._lost: list[tuple[int, int, str]] = []  # (after, upto, why): change numbers a failed save rolled back
         self._engine: NodeEngine | None = loaded.engine
         self._problem: StateProblem | None = loaded.problem
         self._persisted: dict[str, Any] | None = loaded.snapshot
@@ -115,7 +120,7 @@ class NodeService:
         self.reconciler = Reconciler(driver, layout, self.desired_state, metrics=metrics)
         if self._engine is not None and (loaded.fresh or self._persisted is None):
             try:
-                self._save(self._engine)
+                self._save_now(self._engine)
             except StateWriteError as err:
                 self._engine = None
                 self._problem = StateProblem(STATE_WRITE_FAILED, err.message)
@@ -149,15 +154,21 @@ class NodeService:
             return models.Readiness(ready=True, checks=checks)
         return models.Readiness(ready=False, reason=problem.reason, message=problem.message, checks=checks)
 
-    # -- the lock ----------------------------------------------------------------------------
+    # -- the lock and the durable commit ---------------------------------------------------------
+    @contextlib.contextmanager
+    def _timed(self, operation: str) -> Iterator[None]:
+        """Measure how long a decision keeps the lock (the caller holds it)."""
+        started = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.metrics.decision_seconds.labels(operation=operation).observe(time.perf_counter() - started)
+
     @contextlib.contextmanager
     def _decision(self, operation: str) -> Iterator[None]:
-        with self._lock:
-            started = time.perf_counter()
-            try:
-                yield
-            finally:
-                self.metrics.decision_seconds.labels(operation=operation).observe(time.perf_counter() - started)
+        """Hold the lock for a read, measured like a decision."""
+        with self._lock, self._timed(operation):
+            yield
 
     def _writable(self) -> NodeEngine:
         if self._engine is None:
@@ -169,20 +180,66 @@ class NodeService:
             )
         return self._engine
 
-    def _save(self, engine: NodeEngine) -> None:
-        """Make the engine's state durable; on failure roll the engine back to the last saved snapshot."""
+    def _changed(self) -> int:
+        """Number the change just decided (lock held); its caller answers once :meth:`_await_durable` returns."""
+        self._change_seq += 1
+        return self._change_seq
+
+    def _await_durable(self, seq: int) -> None:
+        """Return once change ``seq`` is on disk; raise StateWriteError if it was rolled back.  Lock held.
+
+        Group commit: the first waiter with no save in flight becomes the leader, snapshots the
+        engine (every change decided so far) and saves it *without* the lock, so decisions go on
+        meanwhile; every waiter whose change the snapshot covers is then answered at once.  A
+        failed save rolls the engine back to the last saved snapshot, which undoes every change
+        after it, so all their waiters fail.
+        """
+        while True:
+            for after, upto, message in self._lost:
+                if after < seq <= upto:
+                    raise StateWriteError(f"the change was not made durable and was rolled back: {message}")
+            if seq <= self._durable_seq:
+                return
+            if self._saving:
+                self._commit.wait()
+                continue
+            engine = self._writable()
+            covered, document = self._change_seq, engine.snapshot()
+            self._saving = True
+            self._lock.release()
+            started = time.perf_counter()
+            failure: state_errors.CheckpointError | None = None
+            try:
+                self.store.save(document)
+            except state_errors.CheckpointError as err:
+                failure = err
+            finally:
+                self.metrics.state_write_seconds.observe(time.perf_counter() - started)
+                self._lock.acquire()
+                self._saving = False
+                self._commit.notify_all()
+            if failure is None:
+                self._durable_seq, self._persisted = covered, document
+            else:
+                self._roll_back(failure)
+
+    def _roll_back(self, failure: state_errors.CheckpointError) -> None:
+        self.metrics.state_write_errors.inc()
+        self._lost.append((self._durable_seq, self._change_seq, failure.message))
+        log.error(
+            "state write failed; undurable changes rolled back",
+            extra={"error": failure.message, "changes": self._change_seq - self._durable_seq},
+        )
+        if self._persisted is not None:
+            self._engine = builder.restore(self.topology, self.config, self._persisted)
+
+    def _save_now(self, engine: NodeEngine) -> None:
+        """The first save of a fresh state, before anything is served."""
         document = engine.snapshot()
-        started = time.perf_counter()
         try:
             self.store.save(document)
         except state_errors.CheckpointError as err:
-            self.metrics.state_write_errors.inc()
-            log.error("state write failed; change rolled back", extra={"error": err.message})
-            if self._persisted is not None:
-                self._engine = builder.restore(self.topology, self.config, self._persisted)
-            raise StateWriteError(f"the change was not made durable and was rolled back: {err.message}") from None
-        finally:
-            self.metrics.state_write_seconds.observe(time.perf_counter() - started)
+            raise StateWriteError(f"the initial state could not be saved: {err.message}") from None
         self._persisted = document
 
     # -- state-changing calls ----------------------------------------------------------------
@@ -191,75 +248,81 @@ class NodeService:
 
         Raises AdmissionRefusedError (the kubelet's reason), PodConflictError (same uid,
         other spec), StateUnavailableError, StateWriteError."""
-        with self._decision("allocate"):
-            engine = self._writable()
-            existed = pod.uid in engine.state.pods
-            default_before = engine.default_cpus()
-            decision = engine.admit(pod)
-            if not decision.admitted:
-                raise AdmissionRefusedError(
-                    decision.reason or "UnexpectedAdmissionError", decision.message or "the node refused the pod"
-                )
-            if not existed:
-                self._save(engine)
-                log.info("pod allocated", extra={"pod_uid": pod.uid, "pod": pod.key})
-            allocation = self._allocation(engine, pod.uid)
-            if not existed:
-                self.reconciler.request([pod.uid], everything=engine.default_cpus() != default_before)
+        with self._commit:
+            with self._timed("allocate"):
+                engine = self._writable()
+                existed = pod.uid in engine.state.pods
+                default_before = engine.default_cpus()
+                decision = engine.admit(pod)
+                if not decision.admitted:
+                    raise AdmissionRefusedError(
+                        decision.reason or "UnexpectedAdmissionError", decision.message or "the node refused the pod"
+                    )
+                allocation = self._allocation(engine, pod.uid)
+                # a retry is answered only once the original allocation is durable too
+                seq = self._change_seq if existed else self._changed()
+                default_changed = engine.default_cpus() != default_before
+            self._await_durable(seq)
+        if not existed:
+            log.info("pod allocated", extra={"pod_uid": pod.uid, "pod": pod.key})
+            self.reconciler.request([pod.uid], everything=default_changed)
         return AllocateOutcome(created=not existed, allocation=allocation)
 
     def release(self, uid: str, *, cause: ReleaseCause = "api") -> models.ReleaseResult:
         """Release a pod's allocation; idempotent (``released=False`` when nothing was held)."""
-        with self._decision("release"):
-            engine = self._writable()
-            result = engine.remove(uid)
-            if result.known:
-                self._save(engine)
+        with self._commit:
+            with self._timed("release"):
+                engine = self._writable()
+                result = engine.remove(uid)
+                if not result.known:
+                    return models.ReleaseResult(released=False)
+                seq = self._changed()
                 self._resize_since.pop(uid, None)
                 self._in_progress.pop(uid, None)
-                self.metrics.releases.labels(cause=cause).inc()
-                log.info("pod released", extra={"pod_uid": uid, "cause": cause})
-                self.reconciler.forget(uid)
-                # freed exclusive CPUs return to the default set: every node_shared container widens
-                self.reconciler.request(everything=True)
-        return models.ReleaseResult(released=result.known, resizes_applied=list(result.resizes_applied))
+            self._await_durable(seq)
+        self.metrics.releases.labels(cause=cause).inc()
+        log.info("pod released", extra={"pod_uid": uid, "cause": cause})
+        self.reconciler.forget(uid)
+        # freed exclusive CPUs return to the default set: every node_shared container widens
+        self.reconciler.request(everything=True)
+        return models.ReleaseResult(released=True, resizes_applied=list(result.resizes_applied))
 
     def resize(self, uid: str, desired: PodResources, *, dry_run: bool = False) -> contract.ResizeResult:
         """Decide an in-place resize (and apply it unless ``dry_run``).
 
         Raises UnknownPodError, IllegalResizeError, StateUnavailableError, StateWriteError."""
-        with self._decision("resize_dry_run" if dry_run else "resize"):
-            engine = self._writable()
-            record = engine.record(uid)
-            violations = legality.resize_violations(
-                record.pod, desired, pod_level_resources=self.config.gates.pod_level_resources
-            )
-            if violations:
-                first = violations[0]
-                message = "; ".join(f"{v.field}: {v.message}" for v in violations)
-                raise IllegalResizeError(message, field=first.field)
-            before = self._desired_pod(engine, uid)
-            default_before = engine.default_cpus()
-            decision = engine.resize(desired, dry_run=dry_run)
-            if not dry_run:
-                self._save(engine)
-                now = _now()
-                if decision.status == "Accepted":
-                    self._resize_since.pop(uid, None)
-                    if before.resources != engine.record(uid).pod:
-                        self._in_progress[uid] = now
-                        self.reconciler.request(
-                            [uid],
-                            everything=engine.default_cpus() != default_before or bool(decision.resizes_applied),
-                            resize=ResizeJob(before, self._desired_pod(engine, uid)),
-                        )
-                else:
-                    self._resize_since.setdefault(uid, now)
-                log.info(
-                    "pod resize decided",
-                    extra={"pod_uid": uid, "status": decision.status, "reason": decision.reason},
+        job: ResizeJob | None = None
+        with self._commit:
+            with self._timed("resize_dry_run" if dry_run else "resize"):
+                engine = self._writable()
+                record = engine.record(uid)
+                violations = legality.resize_violations(
+                    record.pod, desired, pod_level_resources=self.config.gates.pod_level_resources
                 )
-            allocation = self._allocation(engine, uid)
+                if violations:
+                    message = "; ".join(f"{v.field}: {v.message}" for v in violations)
+                    raise IllegalResizeError(message, field=violations[0].field)
+                before = self._desired_pod(engine, uid)
+                default_before = engine.default_cpus()
+                decision = engine.resize(desired, dry_run=dry_run)
+                allocation_changed = False
+                if not dry_run:
+                    now = _now()
+                    if decision.status == "Accepted":
+                        self._resize_since.pop(uid, None)
+                        if before.resources != engine.record(uid).pod:
+                            self._in_progress[uid] = now
+                            job = ResizeJob(before, self._desired_pod(engine, uid))
+                    else:
+                        self._resize_since.setdefault(uid, now)
+                    allocation_changed = engine.default_cpus() != default_before or bool(decision.resizes_applied)
+                allocation = self._allocation(engine, uid)
+                seq = self._change_seq if dry_run else self._changed()
+            self._await_durable(seq)
+        if not dry_run:
+            log.info("pod resize decided", extra={"pod_uid": uid, "status": decision.status, "reason": decision.reason})
+            if job is not None or allocation_changed:
+                self.reconciler.request([uid], everything=allocation_changed, resize=job)
         return contract.ResizeResult(
             status=decision.status, reason=decision.reason, message=decision.message, allocation=allocation
         )

@@ -32,8 +32,9 @@ pod ever runs on another pod's exclusive CPUs.
 never writes an empty cpuset and reports divergences), applies an Accepted
 resize with the kubelet's actuation order first (:mod:`enforcer.cgroups.resize`),
 keeps each pod's last :class:`~enforcer.service.models.CgroupStatus`, and runs
-a worker thread: woken after each change, and every ``interval`` seconds for a
-full pass that repairs drift.  The first full pass after start-up is kept as
+a worker thread: woken after each change (passes at most every
+``COALESCE_SECONDS``, so a burst of changes shares one pass), and every
+``interval`` seconds for a full pass that repairs drift.  The first full pass after start-up is kept as
 the start-up divergence report.
 
 Must not: decide allocations, or hold the service's decision lock while it
@@ -64,6 +65,8 @@ from shared.resources import CPU, MEMORY, PodResources, QOSClass
 log = logging.getLogger(__name__)
 
 Trigger = Literal["change", "periodic", "startup", "manual"]
+COALESCE_SECONDS = 0.05
+"""The worker's pause after each pass: the most a change waits for its cgroups beyond the pass itself."""
 _EXCLUSIVE = ("node_exclusive", "pod_exclusive")
 
 
@@ -435,6 +438,9 @@ class Reconciler:
             except Exception:  # the loop must outlive any one failure; the next pass retries
                 self._metrics.reconcile_errors.labels(kind="internal").inc()
                 log.exception("cgroup reconcile crashed")
+            # Let changes pile up for a moment: under a burst of allocations one pass then covers
+            # them all instead of a pass per change competing with the API for the CPU.
+            self._stop.wait(COALESCE_SECONDS)
 
 
 def _divergence(d: reconcile.Divergence) -> models.CgroupDivergence:

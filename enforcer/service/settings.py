@@ -58,6 +58,16 @@ _NODE_SECTION = {
     "topology": "topology_document",
     "sysfsRoot": "sysfs_root",
 }
+_PATH_FIELDS = (
+    "sysfs_root",
+    "topology_file",
+    "tls_cert",
+    "tls_key",
+    "client_ca",
+    "token_file",
+    "state_dir",
+    "cgroup_root",
+)
 # Fields whose environment value is a JSON/YAML document rather than a scalar.
 _STRUCTURED_FIELDS = frozenset({"kubelet", "topology_document"})
 
@@ -158,11 +168,18 @@ def _read_file(path: Path) -> dict[str, Any]:
         return {}
     if not isinstance(document, dict):
         raise ConfigError(f"config file {path} must hold a mapping, got {type(document).__name__}")
-    return _flatten_node_section({str(k): v for k, v in document.items()}, base=path.parent)
+    base = path.resolve().parent
+    values = _canonical_keys(_flatten_node_section({str(k): v for k, v in document.items()}))
+    # relative paths in a file are relative to the file, wherever the enforcer is started from
+    for name in _PATH_FIELDS:
+        value = values.get(name)
+        if isinstance(value, str) and not Path(value).is_absolute():
+            values[name] = str(base / value)
+    return values
 
 
-def _flatten_node_section(document: dict[str, Any], *, base: Path) -> dict[str, Any]:
-    """Lift ``node.{name,compatibility,kubelet,topologyFile,...}`` into settings fields; paths relative to the file."""
+def _flatten_node_section(document: dict[str, Any]) -> dict[str, Any]:
+    """Lift ``node.{name,compatibility,kubelet,topologyFile,...}`` into settings fields."""
     node = document.pop("node", None)
     if node is None:
         return document
@@ -174,10 +191,7 @@ def _flatten_node_section(document: dict[str, Any], *, base: Path) -> dict[str, 
             f"config file: node: unknown fields: {', '.join(unknown)} (known: {', '.join(_NODE_SECTION)})"
         )
     for key, value in node.items():
-        field = _NODE_SECTION[str(key)]
-        if field in ("topology_file", "sysfs_root") and isinstance(value, str):
-            value = str(base / value)
-        document[field] = value
+        document[_NODE_SECTION[str(key)]] = value
     return document
 
 
@@ -198,9 +212,16 @@ def _from_env(env: Mapping[str, str]) -> dict[str, Any]:
 
 
 def _canonical_keys(values: Mapping[str, Any]) -> dict[str, Any]:
-    """Files may spell keys camelCase; later sources must override earlier ones whatever the spelling."""
-    by_alias = {field.alias or name: name for name, field in EnforcerSettings.model_fields.items()}
-    return {by_alias.get(key, key.replace("-", "_")): value for key, value in values.items()}
+    """Keys in camelCase (any capitalisation: ``clientCA``), snake_case or kebab-case, as field names."""
+    by_spelling = {
+        spelling.lower(): name
+        for name, field in EnforcerSettings.model_fields.items()
+        for spelling in (name, field.alias or name)
+    }
+    return {
+        by_spelling.get(key.lower().replace("-", "_"), by_spelling.get(key.lower(), key)): value
+        for key, value in values.items()
+    }
 
 
 def load(
@@ -212,7 +233,7 @@ def load(
     """Defaults < ``config_file`` < ``env`` (``os.environ`` when None) < ``overrides`` (None values are skipped)."""
     merged: dict[str, Any] = {}
     if config_file is not None:
-        merged.update(_canonical_keys(_read_file(config_file)))
+        merged.update(_read_file(config_file))
     merged.update(_from_env(os.environ if env is None else env))
     merged.update({k: v for k, v in _canonical_keys(overrides or {}).items() if v is not None})
     try:

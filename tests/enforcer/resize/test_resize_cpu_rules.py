@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 from resize_builders import (
     assert_consistent,
+    bare,
     container,
     cpus_of,
     dual_socket_ht_32,
@@ -214,4 +215,25 @@ def test_containers_shrink_before_others_grow_in_one_resize() -> None:
     assert not (node.default_cpus() & numa0) - CPUSet.parse("0,16")
     assert node.resize(pod("duo", container("a", "4"), container("b", "2"))).status == "Accepted"
     assert len(cpus_of(node, "duo", "a")) == 4 and cpus_of(node, "duo", "a").is_subset_of(numa0)
+    assert_consistent(node)
+
+
+def test_a_pod_the_policy_never_pinned_resizes_without_touching_the_cpu_state() -> None:
+    # Pod-level resources with PodLevelResourceManagers off: no pinning (PLR R1.5), so nothing to resize.
+    node = engine()
+    plr_pod = pod("plr", container("c", "2"), pod_cpu="4", pod_memory="2Gi")
+    admitted(node, plr_pod)
+    before = node.state.cpu.copy()
+    assert node.resize(pod("plr", container("c", "3"), pod_cpu="4", pod_memory="2Gi")).status == "Accepted"
+    assert node.state.cpu == before
+
+
+def test_container_scope_pod_level_pods_resize_their_node_level_slices() -> None:
+    node = engine(scope="container", plr=True)
+    admitted(node, pod("plr", bare("sidecar", kind="sidecar"), container("app", "4"), pod_cpu="8", pod_memory="2Gi"))
+    assert cpus_of(node, "plr", "app") == CPUSet.parse("1-2,17-18")
+    grown = pod("plr", bare("sidecar", kind="sidecar"), container("app", "6"), pod_cpu="8", pod_memory="2Gi")
+    assert node.resize(grown).status == "Accepted"
+    assert cpus_of(node, "plr", "app") == CPUSet.parse("1-3,17-19")
+    assert node.state.cpu.pod_cpus("default/plr") is None
     assert_consistent(node)

@@ -111,3 +111,39 @@ def test_init_container_blocks_stay_and_charges_still_add_up(kind: str) -> None:
 def test_machine_fixture_has_the_memory_the_tests_assume() -> None:
     topo: machine.CPUTopology = engine().topology
     assert topo.memory_capacity(0)["memory"] == 64 * GiB
+
+
+def test_a_container_cannot_gain_exclusive_memory_in_a_resize() -> None:
+    # Container scope with pod-level resources: a shared (not Guaranteed-equivalent) container has no blocks.
+    node = engine(memory=True, plr=True)
+    shared = container("side", "1", "1Gi", cpu_limit="2")
+    assert node.admit(pod("mix", container("c", "2", "2Gi"), shared, pod_cpu="4", pod_memory="4Gi")).admitted
+    assert node.memory_policy.container_blocks(node.state.memory, "default/mix", "side") == []
+    equal = container("side", "1500m", "1Gi")
+    result = node.resize(pod("mix", container("c", "2", "2Gi"), equal, pod_cpu="4", pod_memory="4Gi"))
+    assert (result.status, result.reason) == ("Infeasible", "inconsistentMemoryAllocationError")
+    assert result.message is not None and "from the shared pool to exclusive memory" in result.message
+
+
+def test_a_container_cannot_lose_its_exclusive_memory_in_a_resize() -> None:
+    node = engine(memory=True, plr=True)
+    assert node.admit(pod("mix", container("c", "2", "2Gi"), pod_cpu="4", pod_memory="4Gi")).admitted
+    burst = container("c", "2", "2Gi", cpu_limit="3")
+    result = node.resize(pod("mix", burst, pod_cpu="4", pod_memory="4Gi"))
+    assert result.status == "Infeasible"
+    assert result.reason in ("inconsistentCPUAllocationError", "inconsistentMemoryAllocationError")
+    assert node.memory_policy.resize_infeasibility(
+        node.state.memory, node.record("default/mix").pod, pod("mix", burst, pod_cpu="4", pod_memory="4Gi")
+    ) == (
+        "inconsistentMemoryAllocationError",
+        "inconsistentMemoryAllocation Error: Not allowed to move container c from exclusive memory to the shared pool",
+    )
+
+
+def test_pods_the_memory_manager_never_pinned_are_left_alone() -> None:
+    node = memory_node()  # PodLevelResourceManagers off: pod-level resources are not pinned (R1.5)
+    plr = pod("plr", container("c", "2", "2Gi"), pod_cpu="4", pod_memory="4Gi")
+    assert node.admit(plr).admitted
+    before = node.state.memory.to_dict()
+    assert node.resize(pod("plr", container("c", "2", "3Gi"), pod_cpu="4", pod_memory="4Gi")).status == "Accepted"
+    assert node.state.memory.to_dict() == before

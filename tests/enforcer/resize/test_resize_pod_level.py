@@ -31,7 +31,8 @@ def bubble(node: NodeEngine) -> CPUSet:
 
 
 def memory_sizes(node: NodeEngine, container_name: str) -> dict[str, int]:
-    return {b.type: b.size for b in node.memory_policy.container_blocks(node.state.memory, "default/db", container_name)}
+    blocks = node.memory_policy.container_blocks(node.state.memory, "default/db", container_name)
+    return {b.type: b.size for b in blocks}
 
 
 def pod_memory(node: NodeEngine) -> int:
@@ -161,4 +162,88 @@ def test_a_memory_budget_grow_waits_for_free_memory_on_its_numa_node() -> None:
     assert pod_memory(node) == 16 * GiB
     assert node.remove("default/hog").resizes_applied == ("default/db",)
     assert pod_memory(node) == 30 * GiB
+    assert_consistent(node)
+
+
+def test_a_finished_init_containers_entry_is_refitted_inside_a_shrunk_bubble() -> None:
+    node = plr_node()
+
+    def job(budget: str) -> object:
+        return pod(
+            "job",
+            container("setup", "4", "1Gi", kind="init"),
+            bare("sidecar", kind="sidecar"),
+            container("app", "2", "1Gi"),
+            pod_cpu=budget,
+            pod_memory="4Gi",
+        )
+
+    assert node.admit(job("8")).admitted  # type: ignore[arg-type]
+    # Admission packs the init slice next to the app's; place it where the shrink will give CPUs back.
+    node.state.cpu.entries["default/job"]["setup"] = CPUSet.parse("3-4,19-20")
+    assert_consistent(node)
+    assert node.resize(job("4")).status == "Accepted"  # type: ignore[arg-type]
+    shrunk = node.cpu_policy.pod_cpus(node.state.cpu, "default/job")
+    assert shrunk is not None and len(shrunk) == 4
+    assert cpus_of(node, "job", "setup") == shrunk
+    assert cpus_of(node, "job", "app").is_subset_of(shrunk)
+    assert_consistent(node)
+
+
+def test_a_fractional_budget_that_pinned_nothing_cannot_become_whole() -> None:
+    node = plr_node()
+    assert node.admit(database(budget="7500m")).admitted  # type: ignore[arg-type]
+    assert node.cpu_policy.pod_cpus(node.state.cpu, "default/db") is None
+    result = node.resize(database(budget="8"))  # type: ignore[arg-type]
+    assert (result.status, result.reason) == ("Infeasible", "inconsistentCPUAllocationError")
+    assert result.message is not None and "from shared pool to exclusively allocated pool" in result.message
+
+
+def test_full_pcpus_only_needs_a_budget_of_whole_cores() -> None:
+    node = engine(scope="pod", plr=True, options={"full-pcpus-only": "true"})
+    assert node.admit(database()).admitted  # type: ignore[arg-type]
+    result = node.resize(database(budget="9"))  # type: ignore[arg-type]
+    assert (result.status, result.reason) == ("Infeasible", "SMTAlignmentError")
+    assert node.resize(database(budget="10")).status == "Accepted"  # type: ignore[arg-type]
+    assert len(bubble(node)) == 10
+
+
+def test_exclusive_slices_larger_than_the_budget_are_infeasible() -> None:
+    node = plr_node()
+    two = pod("db", container("a", "3"), container("b", "2"), pod_cpu="6", pod_memory="4Gi")
+    assert node.admit(two).admitted
+    grown = pod("db", container("a", "3"), container("b", "4"), pod_cpu="6", pod_memory="4Gi")
+    result = node.resize(grown)
+    assert (result.status, result.reason) == ("Infeasible", "resizeAllocateCPUsError")
+
+
+def test_memory_slices_larger_than_the_budget_are_infeasible() -> None:
+    node = plr_node()
+    two = pod("db", container("a", "3", "2Gi"), container("b", "2", "1Gi"), pod_cpu="6", pod_memory="4Gi")
+    assert node.admit(two).admitted
+    grown = pod("db", container("a", "3", "2Gi"), container("b", "2", "3Gi"), pod_cpu="6", pod_memory="4Gi")
+    result = node.resize(grown)
+    assert (result.status, result.reason) == ("Infeasible", "resizeAllocateMemoryError")
+
+
+def test_the_memory_repartition_matches_a_fresh_admission_with_init_containers() -> None:
+    def shaped(budget: str, app: str) -> object:
+        return pod(
+            "job",
+            container("setup", "2", "2Gi", kind="init"),
+            container("agent", "1", "1Gi", kind="sidecar"),
+            bare("shared-init", kind="init"),
+            bare("logger", kind="sidecar"),
+            container("app", "2", app),
+            pod_cpu="6",
+            pod_memory=budget,
+        )
+
+    node = plr_node()
+    assert node.admit(shaped("8Gi", "3Gi")).admitted  # type: ignore[arg-type]
+    assert node.resize(shaped("10Gi", "5Gi")).status == "Accepted"  # type: ignore[arg-type]
+    fresh = plr_node()
+    assert fresh.admit(shaped("10Gi", "5Gi")).admitted  # type: ignore[arg-type]
+    assert node.state.memory.entries == fresh.state.memory.entries
+    assert node.state.memory.pod_entries == fresh.state.memory.pod_entries
     assert_consistent(node)

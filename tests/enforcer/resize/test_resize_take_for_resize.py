@@ -39,7 +39,23 @@ class TakeCase:
     align_uncore: bool = False
 
 
+def sub_numa_16() -> machine.CPUTopology:
+    """Sub-NUMA clustering: one socket split in 2 NUMA nodes of 4 cores x 2 threads (siblings c, c+8)."""
+    cpus = [
+        machine.CPUInfo(id=t * 8 + c, core=c, socket=0, numa=c // 4, uncore=c // 4) for t in range(2) for c in range(8)
+    ]
+    return machine.CPUTopology(cpus, [machine.NUMANode(0), machine.NUMANode(1)])
+
+
+def smt_two_caches_16() -> machine.CPUTopology:
+    """One NUMA node, two uncore caches of 4 cores x 2 threads (siblings c, c+8)."""
+    cpus = [machine.CPUInfo(id=t * 8 + c, core=c, socket=0, numa=0, uncore=c // 4) for t in range(2) for c in range(8)]
+    return machine.CPUTopology(cpus, [machine.NUMANode(0)])
+
+
 TOPOLOGIES = {
+    "sub-numa-16": sub_numa_16,
+    "smt-two-caches-16": smt_two_caches_16,
     "single-socket-8": single_socket_8,
     "dual-socket-ht-32": dual_socket_ht_32,
     "four-numa-16": four_numa_16,
@@ -85,6 +101,31 @@ CASES = [
         align_uncore=True,
     ),
     TakeCase(
+        "sockets-first machines keep to the held NUMA node inside the socket",
+        "sub-numa-16",
+        "2-7,10-15",
+        "1,9",
+        4,
+        "1-2,9-10",
+    ),
+    TakeCase(
+        "sockets-first machines take a whole free NUMA node when the need covers it",
+        "sub-numa-16",
+        "4-7,12-15",
+        "0",
+        9,
+        "0,4-7,12-15",
+    ),
+    TakeCase(
+        "an odd need inside the held cache leaves the last sibling out",
+        "smt-two-caches-16",
+        "1-7,9-15",
+        "0,8",
+        5,
+        "0-2,8-9",
+        align_uncore=True,
+    ),
+    TakeCase(
         "the spread order walks the held socket by CPU id",
         "dual-socket-ht-32",
         "2-15,17-31",
@@ -115,7 +156,8 @@ def test_asking_for_less_than_the_retained_cpus_is_an_error() -> None:
 
 
 def test_not_enough_free_cpus_gives_the_kubelet_message() -> None:
-    with pytest.raises(CPUAllocationError, match="not enough cpus available to satisfy request: requested=6, available=4"):
+    message = "not enough cpus available to satisfy request: requested=6, available=4"
+    with pytest.raises(CPUAllocationError, match=message):
         take_for_resize(single_socket_8(), CPUSet.parse("3-4"), CPUSet.parse("1-2"), 6)
 
 

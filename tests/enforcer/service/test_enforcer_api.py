@@ -269,3 +269,23 @@ async def test_probes_answer_without_credentials(api: httpx.AsyncClient) -> None
     assert ready.status_code == 200
     assert ready.json()["ready"] is True
     assert (await api.get("/allocations")).status_code == 401
+
+
+async def test_a_change_that_cannot_be_saved_is_rolled_back_and_answered_503(
+    api: httpx.AsyncClient, tmp_path: Path
+) -> None:
+    kept = pod("ml-workload")
+    await api.post("/allocations", json=allocation_request(kept))
+    state_dir = tmp_path / "state"
+    state_dir.rename(tmp_path / "state-away")
+    state_dir.write_text("a file where the state directory should be: every save fails")
+    try:
+        failed = await api.post("/allocations", json=allocation_request(pod("burstable-web")))
+        assert failed.status_code == 503
+        assert failed.json()["reason"] == "StateWriteFailed"
+        listed = (await api.get("/allocations")).json()
+        assert [item["uid"] for item in listed["items"]] == [kept["metadata"]["uid"]]
+    finally:
+        state_dir.unlink()
+        (tmp_path / "state-away").rename(state_dir)
+    assert (await api.post("/allocations", json=allocation_request(pod("burstable-web")))).status_code == 201
