@@ -80,6 +80,14 @@ class SMTAlignmentError(AdmissionRejected):
         )
 
 
+class ResizeDeferred(AdmissionRejected):
+    """A resize fits the node but not what is free now: queued and retried when room appears.
+
+    The reason is the ``PodResizePending`` condition's ``Deferred``; both managers raise it."""
+
+    reason = "Deferred"
+
+
 class EmptyPodSharedPoolError(AdmissionRejected):
     """Pod-level exclusive slices leave nothing for the pod's shared containers."""
 

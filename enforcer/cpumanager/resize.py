@@ -40,7 +40,7 @@ Where the KEP is silent or answers differently, the decisions are:
   locality with what the container holds, and upstream's distributed resize variant is not ported.
 
 Only the state object passed in is changed.  Errors carry the kubelet's (KEP-5554's) reason strings;
-"not now" is :class:`CPUResizeDeferred`, whose reason is the PodResizePending reason ``Deferred``.
+"not now" is :class:`ResizeDeferred`, whose reason is the PodResizePending reason ``Deferred``.
 """
 
 from __future__ import annotations
@@ -56,6 +56,7 @@ from enforcer.errors import (
     AdmissionRejected,
     CPUAllocationError,
     EmptyPodSharedPoolError,
+    ResizeDeferred,
     SMTAlignmentError,
     TopologyAffinityError,
 )
@@ -74,12 +75,6 @@ STRICT_TOPOLOGY_POLICIES = ("restricted", "single-numa-node")
 # ---------------------------------------------------------------------------------------------
 # Errors (KEP-5554 reason strings; messages from the KEP's implementation branch).
 # ---------------------------------------------------------------------------------------------
-
-
-class CPUResizeDeferred(AdmissionRejected):
-    """The resize fits the node but not the CPUs free now: retried when room appears."""
-
-    reason = "Deferred"
 
 
 class ProhibitedCPUAllocationError(AdmissionRejected):
@@ -415,7 +410,7 @@ class _Placement:
         )
 
     def grow_region(self, holding: CPUSet, count: int, need: int, free: CPUSet) -> CPUSet | None:
-        """Where ``need`` more CPUs come from (None: anywhere); raises CPUResizeDeferred when nowhere now."""
+        """Where ``need`` more CPUs come from (None: anywhere); raises ResizeDeferred when nowhere now."""
         if self.alignment.policy == "none":
             if len(free) >= need:
                 return None
@@ -426,7 +421,7 @@ class _Placement:
             if not self.alignment.strict and len(free) >= need:
                 return None  # best-effort: no aligned room, spill to the closest free CPUs
         where = "this node" if self.alignment.policy == "none" else "an acceptable NUMA node set"
-        raise CPUResizeDeferred(
+        raise ResizeDeferred(
             f"Node didn't have enough free exclusive CPUs: {need} more needed on {where} "
             f"(now on NUMA node(s) {_numa_list(self.topology, holding)}), {len(free)} free on the node"
         )
@@ -705,7 +700,7 @@ def resize(
 ) -> None:
     """Resize the pod's exclusive CPUs in ``state``.
 
-    Raises the Infeasible errors above, or :class:`CPUResizeDeferred` when the CPUs are not free now; the
+    Raises the Infeasible errors above, or :class:`ResizeDeferred` when the CPUs are not free now; the
     state may then be half-changed, so callers work on a copy (the engine always does).
     """
     plan = _plan(policy, state, old, new, alignment)

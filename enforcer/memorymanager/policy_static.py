@@ -229,47 +229,14 @@ class StaticMemoryPolicy:
             counters.error(RESOURCE, "pod")
             raise UnexpectedAdmissionError.allocate_failed(err.message) from None
         bits = mask_bits(mask)
-
-        def blocks_of(sizes: Mapping[str, int]) -> list[Block]:
-            return [Block(bits, name, size) for name, size in sizes.items() if size > 0]
-
-        exclusive: dict[str, list[Block]] = {}
-        sidecar_memory: dict[str, int] = {}
-        for ctr in pod.init_containers():  # step 3
-            wanted = requests.container_requests(pod, ctr, self._gates)
-            if not wanted:
-                if ctr.is_sidecar:
-                    continue  # gets the final shared blocks
-                runnable = {name: size - sidecar_memory.get(name, 0) for name, size in total.items()}
-                exclusive[ctr.name] = blocks_of(runnable)
-                counters.assignment(RESOURCE, "pod_shared")
-                continue
-            exclusive[ctr.name] = blocks_of(wanted)
-            counters.assignment(RESOURCE, "pod_exclusive")
-            if ctr.is_sidecar:
-                for name, size in wanted.items():
-                    sidecar_memory[name] = sidecar_memory.get(name, 0) + size
-        app_pool = {name: size - sidecar_memory.get(name, 0) for name, size in total.items()}
-        for ctr in pod.app_containers():  # step 4
-            wanted = requests.container_requests(pod, ctr, self._gates)
-            if not wanted:
-                continue
-            exclusive[ctr.name] = blocks_of(wanted)
-            for name, size in wanted.items():
-                if name in app_pool and size > 0:
-                    app_pool[name] -= size
-            counters.assignment(RESOURCE, "pod_exclusive")
-        shared = blocks_of(app_pool)  # step 5
-
+        blocks = requests.partition(pod, total, bits, self._gates)  # steps 3-5
         state.set_pod_blocks(pod.uid, [Block(bits, name, size) for name, size in total.items()])  # step 6
         for name, size in total.items():
             placement.charge(state.machine_state, bits, name, size)
         for ctr in pod.containers:
-            if ctr.name in exclusive:
-                state.set_container_blocks(pod.uid, ctr.name, exclusive[ctr.name])
-            else:
-                state.set_container_blocks(pod.uid, ctr.name, shared)
-                counters.assignment(RESOURCE, "pod_shared")
+            state.set_container_blocks(pod.uid, ctr.name, blocks[ctr.name])
+            eligible = bool(requests.container_requests(pod, ctr, self._gates))
+            counters.assignment(RESOURCE, "pod_exclusive" if eligible else "pod_shared")
             counters.allocation(RESOURCE, "pod")  # M1: every container
 
     def _choose_mask(

@@ -13,8 +13,10 @@ or changes memory state.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from enforcer.features import FeatureGates
-from enforcer.memorymanager.state import ordered_types
+from enforcer.memorymanager.state import Block, ordered_types
 from shared.resources import ContainerResources, PodResources, is_memory_resource
 
 Requests = dict[str, int]
@@ -120,3 +122,39 @@ def empty_pool_violation(pod: PodResources, gates: FeatureGates) -> str | None:
                     "leaving no memory for shared containers"
                 )
     return None
+
+
+def partition(
+    pod: PodResources, total: Mapping[str, int], bits: tuple[int, ...], gates: FeatureGates
+) -> dict[str, list[Block]]:
+    """PLR §4 memory steps 3-5: every container's blocks carved out of the pod budget ``total``.
+
+    Used by admission (``allocate_pod``) and by pod-budget resize, so both partition identically.
+    """
+
+    def blocks_of(sizes: Mapping[str, int]) -> list[Block]:
+        return [Block(bits, name, size) for name, size in sizes.items() if size > 0]
+
+    own: dict[str, list[Block]] = {}
+    sidecar_memory: dict[str, int] = {}
+    for ctr in pod.init_containers():
+        wanted = container_requests(pod, ctr, gates)
+        if not wanted:
+            if not ctr.is_sidecar:
+                own[ctr.name] = blocks_of({n: s - sidecar_memory.get(n, 0) for n, s in total.items()})
+            continue
+        own[ctr.name] = blocks_of(wanted)
+        if ctr.is_sidecar:
+            for name, size in wanted.items():
+                sidecar_memory[name] = sidecar_memory.get(name, 0) + size
+    app_pool = {name: size - sidecar_memory.get(name, 0) for name, size in total.items()}
+    for ctr in pod.app_containers():
+        wanted = container_requests(pod, ctr, gates)
+        if not wanted:
+            continue
+        own[ctr.name] = blocks_of(wanted)
+        for name, size in wanted.items():
+            if name in app_pool and size > 0:
+                app_pool[name] -= size
+    shared = blocks_of(app_pool)
+    return {ctr.name: own.get(ctr.name, shared) for ctr in pod.containers}

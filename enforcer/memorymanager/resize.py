@@ -26,18 +26,12 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from enforcer.errors import AdmissionRejected, EmptyPodSharedPoolError
+from enforcer.errors import AdmissionRejected, EmptyPodSharedPoolError, ResizeDeferred
 from enforcer.features import FeatureGates
 from enforcer.memorymanager import requests
 from enforcer.memorymanager.state import Block, MemoryState, MemoryTable, NUMANodeState, ordered_types
 from shared import quantity
 from shared.resources import PodResources
-
-
-class MemoryResizeDeferred(AdmissionRejected):
-    """The blocks' NUMA nodes could hold the resize, but not with what is free now."""
-
-    reason = "Deferred"
 
 
 class InconsistentMemoryAllocationError(AdmissionRejected):
@@ -133,7 +127,7 @@ def _apply_bytes(state: MemoryState, changes: Sequence[_Change]) -> None:
     for (bits, resource), size in sorted(wanted.items()):
         free = sum(t.free for t in _tables(machine, bits, resource))
         if free < size:
-            raise MemoryResizeDeferred(
+            raise ResizeDeferred(
                 f"Node didn't have enough free memory: {quantity.format_bytes(size)} more {resource} needed on "
                 f"NUMA node(s) {list(bits)}, {quantity.format_bytes(free)} free"
             )
@@ -171,39 +165,6 @@ def _container_changes(gates: FeatureGates, state: MemoryState, new: PodResource
             if wanted[block.type] != block.size:
                 changes.append(_Change(container.name, block, wanted[block.type]))
     return changes
-
-
-def partition(
-    pod: PodResources, total: Mapping[str, int], bits: tuple[int, ...], gates: FeatureGates
-) -> dict[str, list[Block]]:
-    """PLR §4 memory steps 3-5: every container's blocks carved out of the pod budget ``total``."""
-
-    def blocks_of(sizes: Mapping[str, int]) -> list[Block]:
-        return [Block(bits, name, size) for name, size in sizes.items() if size > 0]
-
-    own: dict[str, list[Block]] = {}
-    sidecar_memory: dict[str, int] = {}
-    for ctr in pod.init_containers():
-        wanted = requests.container_requests(pod, ctr, gates)
-        if not wanted:
-            if not ctr.is_sidecar:
-                own[ctr.name] = blocks_of({n: s - sidecar_memory.get(n, 0) for n, s in total.items()})
-            continue
-        own[ctr.name] = blocks_of(wanted)
-        if ctr.is_sidecar:
-            for name, size in wanted.items():
-                sidecar_memory[name] = sidecar_memory.get(name, 0) + size
-    app_pool = {name: size - sidecar_memory.get(name, 0) for name, size in total.items()}
-    for ctr in pod.app_containers():
-        wanted = requests.container_requests(pod, ctr, gates)
-        if not wanted:
-            continue
-        own[ctr.name] = blocks_of(wanted)
-        for name, size in wanted.items():
-            if name in app_pool and size > 0:
-                app_pool[name] -= size
-    shared = blocks_of(app_pool)
-    return {ctr.name: own.get(ctr.name, shared) for ctr in pod.containers}
 
 
 @dataclass(frozen=True)
@@ -269,7 +230,7 @@ def resize_infeasibility(
 
 
 def resize(gates: FeatureGates, state: MemoryState, old: PodResources, new: PodResources) -> None:
-    """Resize the pod's blocks in ``state``; raises the errors above (Deferred: :class:`MemoryResizeDeferred`).
+    """Resize the pod's blocks in ``state``; raises the errors above (Deferred: :class:`ResizeDeferred`).
 
     On an error the state may be half-changed: callers work on a copy (the engine always does).
     """
@@ -289,5 +250,5 @@ def resize(gates: FeatureGates, state: MemoryState, old: PodResources, new: PodR
         return
     _apply_bytes(state, plan.changes)
     state.set_pod_blocks(new.uid, [Block(plan.bits, name, size) for name, size in plan.total.items()])
-    for name, blocks in partition(new, plan.total, plan.bits, gates).items():
+    for name, blocks in requests.partition(new, plan.total, plan.bits, gates).items():
         state.set_container_blocks(new.uid, name, blocks)

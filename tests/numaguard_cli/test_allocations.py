@@ -205,7 +205,7 @@ def answers(*results: str | Exception) -> Callable[[], str]:
 
 
 def run_watch(poll: Callable[[], str], *, count: int | None = None, **options: Any) -> tuple[int, str, list[float]]:
-    out, slept = io.StringIO(), []
+    out, slept = io.StringIO(), list[float]()
     options.setdefault("sleep", slept.append)
     code = allocations.watch(
         poll,
