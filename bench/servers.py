@@ -42,6 +42,7 @@ from typing import Any
 
 import httpx
 import yaml
+from fastapi import FastAPI, Request, Response
 
 from servicekit import certs, tls
 
@@ -56,10 +57,8 @@ START_TIMEOUT = 60.0
 # -- child side ------------------------------------------------------------------------------
 
 
-def echo_app() -> Any:
+def echo_app() -> FastAPI:
     """A FastAPI app that answers ``POST /mutate`` with the request body: the floor any webhook pays."""
-    from fastapi import FastAPI, Request, Response
-
     app = FastAPI(title="echo", docs_url=None, redoc_url=None, openapi_url=None)
 
     @app.post("/mutate")

@@ -11,7 +11,10 @@ says what to do (exit 1): unreachable, TLS refused either way, 401 (no
 credentials), 403 (credentials refused), an answer that is not the contract.
 httpx and ssl exceptions never reach the user.  In watch mode an unreachable
 enforcer or a 5xx answer is shown in place of the table and polled again; an
-authentication or TLS failure ends the watch, since repeating cannot fix it.
+authentication or TLS failure ends the watch, since repeating cannot fix it
+(except a connection closed without an answer: under TLS 1.3 that is both
+how a refused client certificate shows and what an enforcer restart looks
+like, so it is polled again with a message naming both).
 
 This module does the I/O and the loop; it must not format tables (the view does).
 """
@@ -377,7 +380,11 @@ def watch(
 
 
 def _usage_problem(args: argparse.Namespace) -> str | None:
-    if not args.enforcer.startswith(("https://", "http://")):
+    try:
+        url = httpx.URL(args.enforcer)
+    except httpx.InvalidURL as error:
+        return f"--enforcer {args.enforcer!r} is not a URL: {error}"
+    if url.scheme not in ("https", "http") or not url.host:
         return f"--enforcer must be a URL such as https://HOST:PORT, not {args.enforcer!r}"
     if args.key is not None and args.cert is None:
         return "--key needs --cert"
@@ -386,11 +393,19 @@ def _usage_problem(args: argparse.Namespace) -> str | None:
     return None
 
 
+def _warnings(args: argparse.Namespace) -> list[str]:
+    if args.token_file is not None and args.enforcer.startswith("http://"):
+        return ["the bearer token goes over plain http: anyone on the path can read it"]
+    return []
+
+
 def run(args: argparse.Namespace) -> int:
     problem = _usage_problem(args)
     if problem is not None:
         print(f"numaguard allocations: {problem}", file=sys.stderr)
         return EXIT_USAGE
+    for warning in _warnings(args):
+        print(f"numaguard allocations: warning: {warning}", file=sys.stderr)
     try:
         reader = open_reader(
             args.enforcer,

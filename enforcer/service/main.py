@@ -81,7 +81,8 @@ async def _validation_error(request: Request, error: Exception) -> JSONResponse:
     assert isinstance(error, RequestValidationError)
     details = list(error.errors())
     first = details[0] if details else {"loc": (), "msg": "invalid request"}
-    field = _field_path(tuple(first.get("loc", ())))
+    # a JSON syntax error's location is a character offset, not a field
+    field = "" if first.get("type") == "json_invalid" else _field_path(tuple(first.get("loc", ())))
     message = "; ".join(f"{_field_path(tuple(d.get('loc', ()))) or 'body'}: {d.get('msg', '')}" for d in details)
     body = contract.ErrorBody(reason="InvalidRequest", message=message or "invalid request", field=field or None)
     content = body.model_dump(by_alias=True)

@@ -5,10 +5,13 @@ Invariants:
 * **One decision at a time.**  Every call that reads or changes the engine
   holds one lock, so no CPU or NUMA memory can be handed out twice however
   many clients call at once.  The engine itself is not thread-safe.
-* **Durable before acknowledged.**  A change is answered only after
-  :meth:`CheckpointStore.save` of the engine's snapshot returned.  If the save
-  fails, the engine is rebuilt from the last saved snapshot (the change is
-  rolled back in memory too) and the caller gets ``StateWriteFailed``.
+* **Durable before acknowledged.**  A change is answered only after a
+  :meth:`CheckpointStore.save` of a snapshot that includes it returned.  Saves
+  are group commits (:meth:`NodeService._await_durable`): one save covers every
+  change decided while the previous one was being written, so concurrent
+  callers share the cost of ``fsync``.  If a save fails, the engine is rebuilt
+  from the last saved snapshot (the changes are rolled back in memory too) and
+  their callers get ``StateWriteFailed``.
 * **A refused request changes nothing**: the engine decides on a copy of its
   state (a refused pod or an illegal resize leaves no trace) and nothing is
   written.

@@ -323,7 +323,7 @@ class Reconciler:
         if uids is None:
             self._metrics.pending_cgroups.set(len(report.pending))
             self._last_full = time.monotonic()
-        self._record(state, owners, report, unnameable)
+        self._record(state, owners, report, unnameable, full=uids is None)
         if uids is None and not self._startup_done:
             self._startup_done = True
             self.startup_divergences = tuple(_divergence(d) for d in report.divergences)
@@ -343,6 +343,8 @@ class Reconciler:
         owners: Mapping[str, str],
         report: reconcile.ReconcileReport,
         unnameable: Mapping[str, str],
+        *,
+        full: bool,
     ) -> None:
         now = self._clock()
         divergences: dict[str, list[models.CgroupDivergence]] = {}
@@ -360,6 +362,10 @@ class Reconciler:
         for uid, message in unnameable.items():
             failures.setdefault(uid, []).append(message)
         with self._status_lock:
+            if full:  # a full pass knows every managed pod: statuses of released pods go
+                managed = {pod.uid for pod in state.pods if pod.view is not None}
+                for uid in set(self._status) - managed:
+                    del self._status[uid]
             for pod in state.pods:
                 if pod.view is None:
                     continue

@@ -66,7 +66,7 @@ def _inline_hashes(html: str, tag: str) -> tuple[str, ...]:
 
 def load_page(name: str) -> StaticPage:
     """A page shipped in ``enforcer/service/static`` (package data), with its inline hashes."""
-    html = resources.files(STATIC_PACKAGE).joinpath("static", name).read_text(encoding="utf-8")
+    html = resources.files(STATIC_PACKAGE).joinpath("static").joinpath(name).read_text(encoding="utf-8")
     return StaticPage(html, _inline_hashes(html, "script"), _inline_hashes(html, "style"))
 
 

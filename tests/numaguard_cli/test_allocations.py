@@ -420,10 +420,12 @@ def test_cli_against_a_port_nobody_listens_on_says_the_enforcer_is_unreachable(
     ("argv", "expected"),
     [
         (["--enforcer", "node-a:8443"], "--enforcer must be a URL"),
+        (["--enforcer", "https://"], "--enforcer must be a URL"),
+        (["--enforcer", "https://node-a:port"], "is not a URL: Invalid port"),
         (["--enforcer", "https://node-a:8443", "--key", "k.pem"], "--key needs --cert"),
         (["--enforcer", "https://node-a:8443", "--count", "2"], "--count needs --watch"),
     ],
-    ids=["not a url", "key without cert", "count without watch"],
+    ids=["no scheme", "no host", "bad port", "key without cert", "count without watch"],
 )
 def test_cli_usage_mistakes_exit_2_before_any_request(
     capsys: pytest.CaptureFixture[str], argv: list[str], expected: str
@@ -431,3 +433,17 @@ def test_cli_usage_mistakes_exit_2_before_any_request(
     code, _, err = cli(capsys, ["allocations", *argv])
     assert code == 2
     assert expected in err
+
+
+def test_cli_warns_before_sending_the_token_over_plain_http(
+    enforcer: Enforcer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    argv = ["allocations", "--enforcer", f"http://127.0.0.1:{port}", "--token-file", str(enforcer.token_file)]
+    code, _, err = cli(capsys, argv)
+    assert code == 1
+    assert err.splitlines()[0] == (
+        "numaguard allocations: warning: the bearer token goes over plain http: anyone on the path can read it"
+    )

@@ -102,6 +102,7 @@ async def test_malformed_json_is_422_with_an_error_body(api: httpx.AsyncClient) 
     response = await api.post("/allocations", content=b"{not json", headers={"content-type": "application/json"})
     assert response.status_code == 422
     assert response.json()["reason"] == "InvalidRequest"
+    assert response.json()["field"] is None
 
 
 async def test_a_request_without_node_name_is_422_naming_the_field(api: httpx.AsyncClient) -> None:

@@ -41,6 +41,10 @@ TOKEN = "ui-test-token"
 DATABASE = "default/tightly-coupled-database"
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_TIMEOUT = 120.0
+APT_INSTALL_TIMEOUT = 420.0
+APT_UPDATE_TIMEOUT = 120.0
+# The first browser test pays for installing chromium in its setup, which pytest-timeout counts.
+BROWSER_TEST_TIMEOUT = int(2 * APT_INSTALL_TIMEOUT + APT_UPDATE_TIMEOUT + 4 * CHROMIUM_TIMEOUT)
 HTML = {"Accept": "text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8"}
 
 
@@ -183,10 +187,10 @@ def _apt_install_chromium() -> str | None:
     env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
     install = ["apt-get", "install", "-y", "chromium"]
     try:
-        done = subprocess.run(install, env=env, capture_output=True, text=True, timeout=900)
+        done = subprocess.run(install, env=env, capture_output=True, text=True, timeout=APT_INSTALL_TIMEOUT)
         if done.returncode != 0:  # stale package lists are the usual cause: refresh once
-            subprocess.run(["apt-get", "update"], env=env, capture_output=True, text=True, timeout=300)
-            done = subprocess.run(install, env=env, capture_output=True, text=True, timeout=900)
+            subprocess.run(["apt-get", "update"], env=env, capture_output=True, text=True, timeout=APT_UPDATE_TIMEOUT)
+            done = subprocess.run(install, env=env, capture_output=True, text=True, timeout=APT_INSTALL_TIMEOUT)
     except (OSError, subprocess.TimeoutExpired) as error:
         return f"apt-get install -y chromium failed: {error}"
     if done.returncode != 0:
@@ -249,14 +253,14 @@ class CellParser(HTMLParser):
         super().__init__()
         self.cells: list[Cell] = []
         self.status: str | None = None
-        self.sign_in = False
+        self.sign_in: str | None = None  # the sign-in page's state, when that is the page shown
 
     def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
         a = dict(attrs)
         if a.get("id") == "status":
             self.status = a.get("data-state")
-        if a.get("id") == "numaguard-sign-in":
-            self.sign_in = True
+        if a.get("id") == "sign-in-status":
+            self.sign_in = a.get("data-state")
         if a.get("data-cpu") is not None:
             containers = frozenset(filter(None, (a.get("data-containers") or "").split(",")))
             background = re.search(r"background:\s*(rgb\([^)]*\))", a.get("style") or "")
@@ -277,6 +281,7 @@ def rendered(dom: str) -> CellParser:
     return parser
 
 
+@pytest.mark.timeout(BROWSER_TEST_TIMEOUT)
 def test_headless_chromium_draws_the_seed_pods_on_their_cpus(chromium: Path, live_url: str, tmp_path: Path) -> None:
     dom = run_chromium(chromium, tmp_path / "profile", "--dump-dom", f"{live_url}/ui#token={TOKEN}").stdout
     page = rendered(dom)
@@ -293,11 +298,15 @@ def test_headless_chromium_draws_the_seed_pods_on_their_cpus(chromium: Path, liv
     assert {c.cpu for c in page.cells if c.state == "free"} == {7, 23, *range(8, 16), *range(24, 32)}
 
 
-def test_headless_chromium_without_a_token_shows_the_sign_in_page_and_no_cpus(
-    chromium: Path, live_url: str, tmp_path: Path
+@pytest.mark.timeout(BROWSER_TEST_TIMEOUT)
+@pytest.mark.parametrize(
+    ("fragment", "state"), [("", "waiting"), ("#token=not-the-token", "refused")], ids=["no token", "wrong token"]
+)
+def test_headless_chromium_without_the_token_stays_on_the_sign_in_page_and_shows_no_cpus(
+    chromium: Path, live_url: str, tmp_path: Path, fragment: str, state: str
 ) -> None:
-    page = rendered(run_chromium(chromium, tmp_path / "profile", "--dump-dom", f"{live_url}/ui").stdout)
-    assert page.sign_in
+    page = rendered(run_chromium(chromium, tmp_path / "profile", "--dump-dom", f"{live_url}/ui{fragment}").stdout)
+    assert page.sign_in == state
     assert page.cells == []
 
 
@@ -361,6 +370,7 @@ def decode_png(data: bytes) -> Picture:
     return Picture(width, height, rows, channels)
 
 
+@pytest.mark.timeout(BROWSER_TEST_TIMEOUT)
 def test_headless_chromium_screenshot_shows_the_database_pods_cpus_in_its_colour(
     chromium: Path, live_url: str, tmp_path: Path
 ) -> None:
