@@ -46,7 +46,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import copy
 import json
 import os
 import platform
@@ -96,7 +95,7 @@ class Effort:
     @classmethod
     def of(cls, quick: bool) -> Effort:
         if quick:
-            return cls(3, 16, 1.0, 3.0, 200.0, 3.0, 60, 8)
+            return cls(3, 16, 0.5, 2.5, 200.0, 2.5, 100, 12)
         return cls(7, 16, 2.0, 8.0, 200.0, 8.0, 300, 40)
 
 
@@ -264,7 +263,9 @@ async def open_loop(
     return window
 
 
-async def _drive(targets: Sequence[Target], ca: Path, bodies: Sequence[bytes], effort: Effort, modes: str) -> list[Window]:
+async def _drive(
+    targets: Sequence[Target], ca: Path, bodies: Sequence[bytes], effort: Effort, modes: str
+) -> list[Window]:
     context = tls.client_context(ca)
     windows: list[Window] = []
     for mode in modes.split(","):
@@ -395,9 +396,7 @@ def enforcer_process(
     workdir: Path, bundle: certs.Bundle, topology_document: dict[str, Any], kubelet: dict[str, Any]
 ) -> Iterator[servers.Launched]:
     port = servers.free_port()
-    command = servers.enforcer_command(
-        workdir, bundle, port=port, topology_document=topology_document, kubelet=kubelet
-    )
+    command = servers.enforcer_command(workdir, bundle, port=port, topology_document=topology_document, kubelet=kubelet)
     with servers.launched(
         "enforcer", command, port=port, bundle=bundle, ready_path="/readyz", log_file=workdir / "enforcer.log"
     ) as launched:
@@ -579,8 +578,9 @@ class Results:
         }
 
 
-def run(quick: bool = False, *, with_bindings: bool = True) -> Results:
-    effort = Effort.of(quick)
+def run(quick: bool = False, *, with_bindings: bool = True, effort: Effort | None = None) -> Results:
+    """Measure everything; ``effort`` overrides what ``quick`` chooses (the smoke test's tiny runs)."""
+    effort = effort or Effort.of(quick)
     with tempfile.TemporaryDirectory(prefix="bench-webhook-") as tmp:
         workdir = Path(tmp)
         bundle = servers.issue_certs(workdir / "certs")

@@ -150,7 +150,9 @@ def issue_certs(directory: Path) -> certs.Bundle:
     return certs.issue_bundle(directory)
 
 
-def server_command(app: str, *, port: int, certs_dir: Path, enforcer_url: str | None = None, log_level: str) -> list[str]:
+def server_command(
+    app: str, *, port: int, certs_dir: Path, enforcer_url: str | None = None, log_level: str
+) -> list[str]:
     command = [sys.executable, "-m", "bench.servers", app, "--port", str(port), "--certs", str(certs_dir)]
     if enforcer_url is not None:
         command += ["--enforcer-url", enforcer_url]

@@ -364,6 +364,19 @@ def grow_cpus(pod: Mapping[str, Any], container: str, extra_cpus: int) -> dict[s
     return grown
 
 
+def with_pod_cpus(pod: Mapping[str, Any], cpus: int) -> dict[str, Any]:
+    """The pod with a budget of at least ``cpus`` CPUs (requests and limits): a pod wider than any NUMA node."""
+    wider: dict[str, Any] = copy.deepcopy(dict(pod))
+    resources = wider.get("spec", {}).get("resources")
+    if not isinstance(resources, dict):
+        raise DemoError(f"pod {pod_key(pod)} has no pod-level resources")
+    for part in ("requests", "limits"):
+        values = resources.get(part)
+        if isinstance(values, dict) and quantity.cpu_millis(values.get("cpu", "0")) < cpus * 1000:
+            values["cpu"] = str(cpus)
+    return wider
+
+
 def cpu_of(pod: Mapping[str, Any], container: str | None = None) -> str:
     """The CPU request of ``container`` (or of the pod budget when None), as written; ``-`` when not set."""
     spec = pod.get("spec")
@@ -371,10 +384,8 @@ def cpu_of(pod: Mapping[str, Any], container: str | None = None) -> str:
         return MISSING
     resources: object = spec.get("resources")
     if container is not None:
-        resources = next(
-            (c.get("resources") for c in spec.get("containers") or [] if isinstance(c, Mapping) and c.get("name") == container),
-            None,
-        )
+        entries = [c for c in spec.get("containers") or [] if isinstance(c, Mapping) and c.get("name") == container]
+        resources = entries[0].get("resources") if entries else None
     requests = resources.get("requests") if isinstance(resources, Mapping) else None
     return str(requests.get("cpu", MISSING)) if isinstance(requests, Mapping) else MISSING
 
@@ -417,7 +428,7 @@ def describe(topology: CPUTopology) -> str:
     """``2 sockets, 16 cores, 32 CPUs (2 threads per core), 2 NUMA nodes of 64Gi``."""
     memory = [human_bytes(node.memory.get(MEMORY, 0)) for node in topology.numa_nodes]
     sizes = memory[0] if len(set(memory)) == 1 else "/".join(memory)
-    threads = topology.cpus_per_core
+    threads = topology.cpus_per_core()
     return (
         f"{_plural(topology.num_sockets, 'socket')}, {_plural(topology.num_cores, 'core')}, "
         f"{_plural(topology.num_cpus, 'CPU')} ({_plural(threads, 'thread')} per core), "
@@ -477,7 +488,8 @@ def choose_machine(
     """This host when it can hold the seed pods (or when asked for), else the bundled topology, with the reason."""
     if preference == "bundled":
         bundled = load_bundled_topology()
-        return MachineChoice(bundled, "bundled", "asked for with --topology bundled", None, None, True)
+        fits = not seed_refusals(bundled, scenarios)
+        return MachineChoice(bundled, "bundled", "asked for with --topology bundled", None, None, fits)
     try:
         host = discovery.discover(sysfs_root, meminfo_fallback=meminfo)
     except (EnforcerError, DomainError, OSError) as err:
@@ -485,14 +497,16 @@ def choose_machine(
             raise DemoError(f"cannot discover this host's topology from {sysfs_root}: {err}") from None
         bundled = load_bundled_topology()
         reason = f"sysfs offers too little ({err})"
-        return MachineChoice(bundled, "bundled", reason, None, None, True)
+        return MachineChoice(bundled, "bundled", reason, None, None, not seed_refusals(bundled, scenarios))
     refusals = seed_refusals(host, scenarios)
     if not refusals:
         return MachineChoice(host, "host", "it holds every seed pod", host, sysfs_root, True)
     why = f"the seed pods need 8 CPUs and 16Gi on one NUMA node; the engine refuses {refusals[0]}"
     if preference == "host":
         return MachineChoice(host, "host", f"asked for with --topology host, although {why}", host, sysfs_root, False)
-    return MachineChoice(load_bundled_topology(), "bundled", f"this host is too small: {why}", host, None, True)
+    bundled = load_bundled_topology()
+    fits = not seed_refusals(bundled, scenarios)
+    return MachineChoice(bundled, "bundled", f"this host is too small: {why}", host, None, fits)
 
 
 def numa_nodes_of(topology: CPUTopology, cpus: str | None) -> str:
@@ -510,7 +524,7 @@ def expectation_mismatches(allocation: contract.Allocation, expected: Mapping[st
     """Where the allocation differs from a scenario's ``expect`` entry (CPUs, assignment, CFS quota level)."""
     mismatches: list[str] = []
     containers = expected.get("containers")
-    for name, want in (containers.items() if isinstance(containers, Mapping) else ()):
+    for name, want in containers.items() if isinstance(containers, Mapping) else ():
         got = allocation.containers.get(str(name))
         if got is None:
             mismatches.append(f"{name}: no allocation")

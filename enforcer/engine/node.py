@@ -186,13 +186,13 @@ class NodeEngine:
         """Admit and allocate a pod; idempotent by UID (same spec again returns the same answer)."""
         existing = self.state.pods.get(pod.uid)
         pod_qos = qos.qos_class(pod, pod_level_resources_gate=self.config.gates.pod_level_resources)
+        pod = _with_qos(pod, pod_qos)  # the hash covers the QoS class the API server would have set
         if existing is not None:
             if existing.spec_hash != podcodec.spec_hash(pod):
                 raise PodConflictError(
                     f"pod {pod.uid} ({pod.key}) is already allocated with a different spec; release it first"
                 )
             return Decision(True, view=self.view(pod.uid), qos_class=pod_qos)
-        pod = _with_qos(pod, pod_qos)
         shortfalls = fit.shortfalls(self.requests_of(pod), self.used_requests(), self.allocatable)
         if shortfalls:
             first = shortfalls[0]

@@ -24,7 +24,7 @@ from fastapi.responses import JSONResponse
 from enforcer.cgroups import driver as cgdriver
 from enforcer.engine.node import PodConflictError, UnknownPodError
 from enforcer.errors import EnforcerError
-from enforcer.service import auth, kube, routes, runtime
+from enforcer.service import auth, deps, kube, routes, runtime, ui
 from enforcer.service import errors as service_errors
 from enforcer.service.metrics import EnforcerMetrics
 from enforcer.service.settings import EnforcerSettings
@@ -160,6 +160,7 @@ def create_app(
     token_file = auth.TokenFile(settings.token_file) if settings.token_file is not None else None
     app.state.authenticator = auth.Authenticator(token_file)
     app.include_router(routes.router)
+    app.include_router(ui.ui_router(deps.require_reader))
     app.add_exception_handler(EnforcerError, _enforcer_error)
     app.add_exception_handler(RequestValidationError, _validation_error)
     app.add_middleware(RequestTiming, metrics=metrics)

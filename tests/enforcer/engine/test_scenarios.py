@@ -67,3 +67,18 @@ def test_bundled_scenarios_are_the_shared_ones_with_local_topology_paths() -> No
         bundled = ROOT / "numaguard_cli" / "scenarios" / original.name
         expected = original.read_text().replace("topologyFile: ../topologies/", "topologyFile: ")
         assert bundled.read_text() == expected, original.name
+
+
+def test_adding_the_same_pod_twice_is_idempotent_and_a_changed_spec_conflicts() -> None:
+    path = ROOT / "tests" / "scenarios" / "container-scope-hugepages.yaml"
+    doc = yaml.safe_load(path.read_text())
+    first = doc["steps"][0]
+    changed = yaml.safe_load(yaml.safe_dump(first))
+    changed["add"]["spec"]["containers"][0]["resources"]["limits"]["cpu"] = "3"
+    changed["add"]["spec"]["containers"][0]["resources"]["requests"]["cpu"] = "3"
+    doc["steps"] = [first, first, changed]
+    topology_doc = json.loads((path.parent / doc["node"]["topologyFile"]).read_text())
+    steps = scenario.run(doc, topology_doc=topology_doc)["steps"]
+    assert steps[0]["admitted"] and steps[1]["admitted"]
+    assert steps[1]["containers"] == steps[0]["containers"]
+    assert (steps[2]["admitted"], steps[2]["reason"]) == (False, "AllocationConflict")
