@@ -31,7 +31,7 @@ The demo stands in for the kubelet in one place: when a pod's containers
 "start" it reports their runtime ids to the enforcer, as the enforcer's pod
 watch would in a cluster, so the dry-run writer records container cgroups too.
 Must not: reach beyond loopback, touch the host's cgroups, or leave a server,
-a thread or a temp dir behind.
+a thread or (without ``--keep``) a temp dir behind.
 """
 
 from __future__ import annotations
@@ -547,7 +547,7 @@ class Demo:
             raise DemoError(f"the CREATE of pod {key} was denied: {mutated.denial()}")
         created = demo_steps.apply_patch(pod, mutated.patch)
         uid = str(uuid.uuid4())  # the apiserver assigns it after the mutating webhooks ran
-        created.setdefault("metadata", {}).update(uid=uid, creationTimestamp=time.strftime("%Y-%m-%dT%H:%M:%SZ"))
+        created.setdefault("metadata", {}).update(uid=uid, creationTimestamp=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
         validated = node.review("/validate", demo_steps.pod_create_review(created, request_uid=str(uuid.uuid4())))
         if not validated.allowed:
             raise DemoError(f"the CREATE of pod {key} was denied by /validate: {validated.denial()}")

@@ -323,7 +323,7 @@ CREATE_CASES = [
                edit("invalid-plr-aggregate", lambda d: d["spec"].update(resources=res({"memory": "0"})))),
     CreateCase("hugepages pod limit below the containers' hugepages limits",
                edit("init-sidecar-hugepages", lambda d: d["spec"]["resources"]["limits"].update({"hugepages-2Mi": "512Mi"})),
-               denies("v7", "v6")),
+               denies("v7", "v6", "v8")),
     CreateCase("a container limit above the pod limit",
                edit("tightly-coupled-database", lambda d: app(d)["resources"]["limits"].update(cpu="9")), denies("v8")),
     CreateCase("a container with two limits above the pod's",
@@ -355,7 +355,7 @@ CREATE_CASES = [
     CreateCase("an exclusive init container larger than what earlier sidecars leave",
                edit("tightly-coupled-database", lambda d: labelled(d)["spec"].update(initContainers=[
                    sidecar("pinned", guaranteed("2", "1Gi")), regular_init("migrate", guaranteed("7", "2Gi"))])),
-               denies("cpuPool")),
+               denies("cpuPool", "v6")),  # §5 V1 implies V6: the init container plus earlier sidecars exceed the pod
     CreateCase("a shared init container after sidecars took the whole budget",
                edit("tightly-coupled-database", lambda d: labelled(d)["spec"].update(initContainers=[
                    sidecar("pinned", guaranteed("8", "16Gi")), regular_init("migrate")])),
