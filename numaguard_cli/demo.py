@@ -41,6 +41,7 @@ import contextlib
 import copy
 import hashlib
 import json
+import os
 import shutil
 import signal
 import socket
@@ -158,6 +159,9 @@ def run(args: argparse.Namespace) -> int:
         return 130
     except DemoError as err:
         print(f"numaguard demo: {err}", file=sys.stderr)
+        return 1
+    except BrokenPipeError:  # the reader went away (``| head``): everything was stopped on the way out
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error when Python flushes
         return 1
     return 0
 
@@ -547,7 +551,9 @@ class Demo:
             raise DemoError(f"the CREATE of pod {key} was denied: {mutated.denial()}")
         created = demo_steps.apply_patch(pod, mutated.patch)
         uid = str(uuid.uuid4())  # the apiserver assigns it after the mutating webhooks ran
-        created.setdefault("metadata", {}).update(uid=uid, creationTimestamp=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
+        created.setdefault("metadata", {}).update(
+            uid=uid, creationTimestamp=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        )
         validated = node.review("/validate", demo_steps.pod_create_review(created, request_uid=str(uuid.uuid4())))
         if not validated.allowed:
             raise DemoError(f"the CREATE of pod {key} was denied by /validate: {validated.denial()}")

@@ -493,14 +493,20 @@ def resources(draw: st.DrawFn, names: list[str]) -> dict[str, Any]:
     return res(requests or None, limits or None)
 
 
+def container_resources() -> st.SearchStrategy[dict[str, Any]]:
+    """Random stanzas, Guaranteed-equivalent ones (the shape KEP-5526 pins) and none at all."""
+    exclusive = st.builds(guaranteed, st.sampled_from(["1", "2", "3", "1500m"]), st.sampled_from(["1Gi", "2Gi", "4Gi"]))
+    return st.one_of(resources(CONTAINER_NAMES), exclusive, st.just({}))
+
+
 @st.composite
 def pods(draw: st.DrawFn) -> Pod:
     inits = [
-        {"name": f"init-{i}", "image": "x", "resources": draw(resources(CONTAINER_NAMES)),
+        {"name": f"init-{i}", "image": "x", "resources": draw(container_resources()),
          **({"restartPolicy": "Always"} if draw(st.booleans()) else {})}
         for i in range(draw(st.integers(0, 2)))
     ]
-    apps = [{"name": f"app-{i}", "image": "x", "resources": draw(resources(CONTAINER_NAMES))}
+    apps = [{"name": f"app-{i}", "image": "x", "resources": draw(container_resources())}
             for i in range(draw(st.integers(1, 3)))]
     spec: dict[str, Any] = {"containers": apps}
     if inits:

@@ -101,12 +101,23 @@ class Apps:
 
     def release_all_but_holders(self) -> None:
         for uid in self.uids() - set(self.holders):
-            assert self.enforcer("DELETE", f"/allocations/{_quote(uid)}").status_code == 200
+            response = self.enforcer("DELETE", f"/allocations/{_quote(uid)}")
+            if response.status_code == 404 and unaddressable(uid):
+                # known bug (test_a_uid_the_api_cannot_address_is_refused_at_allocation): only the
+                # service itself can release it
+                self.enforcer_app.state.service.release(uid)
+                continue
+            assert response.status_code == 200, f"cannot release {uid!r}: {response.status_code} {response.text}"
 
     def reset_holder(self, uid: str) -> None:
         """Put a holder back as it was (after an accepted resize)."""
         assert self.enforcer("DELETE", f"/allocations/{_quote(uid)}").status_code == 200
         assert self.enforcer("POST", "/allocations", json=allocation_request(self.holders[uid])).status_code == 201
+
+
+def unaddressable(uid: str) -> bool:
+    """A uid no ``/allocations/{uid}`` URL can reach: starlette decodes ``%2F`` before routing, dots are resolved."""
+    return "/" in uid or uid in (".", "..")
 
 
 def _quote(uid: str) -> str:
@@ -170,7 +181,8 @@ def apps() -> Iterator[Apps]:
         portal.wrap_async_context_manager(both(Path(directory) / "state")) as parts,
     ):
         made = Apps(portal, *parts, state_path=Path(directory) / "state" / "numaguard_state.json")
-        for holder in (guaranteed_pod("holder-g", 2), burstable_pod("holder-b", 250), fixture_pod("ml-workload", name="holder-ml")):
+        holders = (guaranteed_pod("holder-g", 2), burstable_pod("holder-b", 250), fixture_pod("ml-workload", name="h-ml"))
+        for holder in holders:
             assert made.enforcer("POST", "/allocations", json=allocation_request(holder)).status_code == 201
             made.holders[holder["metadata"]["uid"]] = holder
         for review in FIXTURE_REVIEWS:  # the webhook has seen the recorded pods, so bindings reach the enforcer
@@ -187,8 +199,8 @@ EDGE_QUANTITIES = [
     "\u0661", "\uff11", "NaN", "Infinity", "-0", "1m1", "1Mi ", "12345678901234567890123456789012345678901234567890",
 ]
 EDGE_CPUSETS = [
-    "", "0", "0-", "-1", "5-3", "0-65536", "0-65537", "1,,2", "1-2-3", "0x1", "\u0661", " 1", "1 ", "0,0", "99999999999",
-    "0-4095", "a", "1;2", "1-1", "31", "32", "0-31", "1,2,3,", ",1",
+    "", "0", "0-", "-1", "5-3", "0-65536", "0-65537", "1,,2", "1-2-3", "0x1", "\u0661", " 1", "1 ", "0,0",
+    "99999999999", "0-4095", "a", "1;2", "1-1", "31", "32", "0-31", "1,2,3,", ",1",
 ]
 scalars = st.one_of(
     st.none(),
@@ -211,7 +223,9 @@ quantities = st.one_of(
     st.floats(allow_nan=False, allow_infinity=False),
     st.text(max_size=12),
 )
-cpusets = st.one_of(st.sampled_from(EDGE_CPUSETS), st.from_regex(r"[0-9,\- ]{0,24}", fullmatch=True), st.text(max_size=8))
+cpusets = st.one_of(
+    st.sampled_from(EDGE_CPUSETS), st.from_regex(r"[0-9,\- ]{0,24}", fullmatch=True), st.text(max_size=8)
+)
 
 Path_ = tuple[str | int, ...]
 
@@ -250,7 +264,7 @@ def _replace(document: Any, path: Path_, value: Any, *, drop: bool = False) -> A
 
 @st.composite
 def mutated(draw: st.DrawFn, base: Any, *, quantity_keys: bool = True) -> Any:
-    """``base`` after one to four mutations: drop, replace (any JSON value), a bad quantity, deep nesting, an extra key."""
+    """``base`` after one to four mutations: drop, replace (any JSON value), bad quantity, deep nesting, extra key."""
     document = copy.deepcopy(base)
     for _ in range(draw(st.integers(min_value=1, max_value=4))):
         paths = value_paths(document)
@@ -346,7 +360,8 @@ def fuzz_resizes(apps: Apps, data: st.DataObject) -> None:
     if refused(response) or dry_run:
         assert apps.state() == before, f"a refused or dry-run resize ({response.status_code}) changed the node"
     else:
-        assert contract.ResizeResult.model_validate_json(response.content).status in ("Accepted", "Deferred", "Infeasible")
+        result = contract.ResizeResult.model_validate_json(response.content)
+        assert result.status in ("Accepted", "Deferred", "Infeasible")
         apps.reset_holder(uid)
 
 
@@ -387,13 +402,30 @@ def fuzz_raw_requests(apps: Apps, data: st.DataObject) -> None:
 
 
 # schemathesis: every operation of the enforcer's OpenAPI document, valid and invalid cases
-_schema = schemathesis.openapi.from_dict(enforcer_app(Path(tempfile.gettempdir()) / "unused").openapi())
+_OPENAPI = enforcer_app(Path(tempfile.gettempdir()) / "numaguard-fuzz-unused").openapi()
+_schema = schemathesis.openapi.from_dict(_OPENAPI)
 OPERATIONS = [result.ok() for result in _schema.get_all_operations()]
+
+
+def breakable(operation: Any) -> bool:
+    """Whether an operation takes input that can be invalid (a body or a typed query parameter)."""
+    raw = _OPENAPI["paths"][operation.path][operation.method.lower()]
+    return "requestBody" in raw or any(p.get("in") == "query" for p in raw.get("parameters", []))
+
+
+SCHEMATHESIS_CASES = [
+    pytest.param(op, mode, id=f"{op.label}-{mode.value}")
+    for op in OPERATIONS
+    for mode in GenerationMode
+    if mode == GenerationMode.POSITIVE or breakable(op)
+]
 
 
 def schemathesis_case(apps: Apps, case: Any) -> None:
     kwargs = case.as_transport_kwargs(base_url="http://enforcer")
     kwargs.pop("cookies", None)
+    if "data" in kwargs:
+        kwargs["content"] = kwargs.pop("data")
     headers = {k: v for k, v in kwargs.pop("headers").items() if k.lower() not in ("authorization", "connection")}
     before = apps.state()
     response = apps.enforcer(kwargs.pop("method"), kwargs.pop("url"), headers=headers, **kwargs)
@@ -566,19 +598,19 @@ def apps_variant(body: Callable[[Apps, st.DataObject], None], examples: int, *, 
 
 
 test_mutated_pods_never_crash_the_enforcer_and_a_refused_allocation_changes_nothing = apps_variant(
-    fuzz_allocations, 500, slow=False
+    fuzz_allocations, 400, slow=False
 )
-test_mutated_pods_at_scale = apps_variant(fuzz_allocations, 500, slow=True)
+test_mutated_pods_at_scale = apps_variant(fuzz_allocations, 400, slow=True)
 test_mutated_resizes_never_crash_the_enforcer_and_refused_or_dry_runs_change_nothing = apps_variant(
-    fuzz_resizes, 400, slow=False
+    fuzz_resizes, 300, slow=False
 )
-test_mutated_resizes_at_scale = apps_variant(fuzz_resizes, 400, slow=True)
+test_mutated_resizes_at_scale = apps_variant(fuzz_resizes, 300, slow=True)
 test_raw_bodies_and_odd_uids_never_crash_the_enforcer_or_change_it = apps_variant(fuzz_raw_requests, 300, slow=False)
 test_raw_bodies_and_odd_uids_at_scale = apps_variant(fuzz_raw_requests, 300, slow=True)
 test_mutated_admission_reviews_never_crash_the_webhook_and_denials_change_nothing = apps_variant(
-    fuzz_reviews, 800, slow=False
+    fuzz_reviews, 600, slow=False
 )
-test_mutated_admission_reviews_at_scale = apps_variant(fuzz_reviews, 800, slow=True)
+test_mutated_admission_reviews_at_scale = apps_variant(fuzz_reviews, 600, slow=True)
 
 
 def scripted_variant(examples: int, *, slow: bool) -> Callable[..., None]:
@@ -595,8 +627,7 @@ test_malformed_enforcer_answers_at_scale = scripted_variant(300, slow=True)
 
 
 def schemathesis_test(examples: int, *, slow: bool) -> Callable[..., None]:
-    @pytest.mark.parametrize("mode", list(GenerationMode), ids=[m.value for m in GenerationMode])
-    @pytest.mark.parametrize("operation", OPERATIONS, ids=[op.label for op in OPERATIONS])
+    @pytest.mark.parametrize(("operation", "mode"), SCHEMATHESIS_CASES)
     def test(apps: Apps, operation: Any, mode: GenerationMode) -> None:
         @fuzz_settings(examples, slow=slow)
         @given(case=operation.as_strategy(generation_mode=mode))
@@ -610,3 +641,54 @@ def schemathesis_test(examples: int, *, slow: bool) -> Callable[..., None]:
 
 test_schemathesis_cases_from_the_openapi_document_never_crash_the_enforcer = schemathesis_test(40, slow=False)
 test_schemathesis_cases_at_scale = schemathesis_test(40, slow=True)
+
+
+# -- findings: bugs the fuzzing found, pinned as strict xfails (they pass, and must be un-marked, once fixed) ------
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="BUG: the enforcer accepts any metadata.uid; one with '/' or a dot segment is allocated (201) but no "
+    "/allocations/{uid} URL reaches it, so it can never be read or released over the API (its CPUs leak)",
+)
+@pytest.mark.parametrize("uid", ["a/b", ".."])
+def test_a_uid_the_api_cannot_address_is_refused_at_allocation(apps: Apps, uid: str) -> None:
+    before = apps.state()
+    response = apps.enforcer("POST", "/allocations", json=allocation_request(guaranteed_pod("odd-uid", 1, uid=uid)))
+    try:
+        assert response.status_code == 422, response.text
+        assert apps.state() == before
+    finally:
+        apps.release_all_but_holders()
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="BUG: a uid with '_' is allocated (201) although no cgroup can be named for it (the kubelet forbids '_' "
+    "in cgroup name components): the pod's CPUs are held but its cgroups are never written",
+)
+def test_a_uid_that_cannot_name_a_cgroup_is_refused_at_allocation(apps: Apps) -> None:
+    before = apps.state()
+    response = apps.enforcer("POST", "/allocations", json=allocation_request(guaranteed_pod("u", 1, uid="a_b")))
+    try:
+        assert response.status_code == 422, response.text
+        assert apps.state() == before
+    finally:
+        apps.release_all_but_holders()
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="BUG: a body FastAPI cannot parse (nested deeper than the JSON decoder's limit) is answered 400 "
+    '{"detail": ...} instead of the ErrorBody every other non-2xx answer has (main.py claims the same shape)',
+)
+def test_a_body_nested_too_deeply_is_answered_with_an_error_body(apps: Apps) -> None:
+    depth = 100_000
+    response = apps.enforcer(
+        "POST",
+        "/allocations",
+        content=b'{"pod":' + b"[" * depth + b"]" * depth + b"}",
+        headers={"content-type": "application/json"},
+    )
+    assert response.status_code in (400, 422)
+    contract.ErrorBody.model_validate_json(response.content)
