@@ -53,11 +53,16 @@ def run(args: argparse.Namespace) -> int:
         except scenario.ScenarioError as err:
             print(f"numaguard plan: {path}: {err.message}", file=sys.stderr)
             return 2
-        if output == "table":
-            if len(paths) > 1:
-                print(f"== {path.name}")
-            print(plan_table.render(result))
-        else:
-            json.dump(result, sys.stdout, indent=2 if sys.stdout.isatty() else None)
-            sys.stdout.write("\n")
+        try:
+            if output == "table":
+                if len(paths) > 1:
+                    print(f"== {path.name}")
+                print(plan_table.render(result))
+            else:
+                json.dump(result, sys.stdout, indent=2 if sys.stdout.isatty() else None)
+                sys.stdout.write("\n")
+            sys.stdout.flush()
+        except BrokenPipeError:  # `numaguard plan ... | head`: the reader left, which is not an error
+            sys.stderr.close()
+            return 0
     return 0

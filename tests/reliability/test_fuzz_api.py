@@ -38,7 +38,7 @@ import pytest
 import schemathesis
 from anyio.from_thread import BlockingPortal, start_blocking_portal
 from fastapi import FastAPI
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 from reliability_kit import (
     NODE,
@@ -181,8 +181,8 @@ def apps() -> Iterator[Apps]:
         portal.wrap_async_context_manager(both(Path(directory) / "state")) as parts,
     ):
         made = Apps(portal, *parts, state_path=Path(directory) / "state" / "numaguard_state.json")
-        holders = (guaranteed_pod("holder-g", 2), burstable_pod("holder-b", 250), fixture_pod("ml-workload", name="h-ml"))
-        for holder in holders:
+        holders = (guaranteed_pod("holder-g", 2), burstable_pod("holder-b", 250))
+        for holder in (*holders, fixture_pod("ml-workload", name="holder-ml")):
             assert made.enforcer("POST", "/allocations", json=allocation_request(holder)).status_code == 201
             made.holders[holder["metadata"]["uid"]] = holder
         for review in FIXTURE_REVIEWS:  # the webhook has seen the recorded pods, so bindings reach the enforcer
@@ -319,6 +319,7 @@ def fuzz_settings(examples: int, *, slow: bool = False) -> Callable[[Callable[..
 
 
 def check_answer(response: httpx.Response, what: str) -> None:
+    event(f"HTTP {response.status_code}")  # the outcome mix, shown by --hypothesis-show-statistics
     assert response.status_code < 500, f"{what}: {response.status_code} {response.text[:500]}"
 
 
@@ -465,6 +466,7 @@ def fuzz_reviews(apps: Apps, data: st.DataObject) -> None:
     assert (document["apiVersion"], document["kind"]) == ("admission.k8s.io/v1", "AdmissionReview")
     answer = document["response"]
     assert answer["uid"] == body["request"]["uid"] and isinstance(answer["allowed"], bool)
+    event(f"allowed {answer['allowed']}" + (f" ({answer['status']['reason']})" if "status" in answer else ""))
     if "patch" in answer:
         assert isinstance(json.loads(base64.b64decode(answer["patch"], validate=True)), list)
     if not answer["allowed"]:
@@ -578,6 +580,7 @@ def fuzz_enforcer_answers(scripted: WebhookOverScript, data: st.DataObject) -> N
     binding_uid = scripted.valid_allocation["uid"]
     should_allow = status in (200, 201) and parsed is not None and (parsed.uid, parsed.node) == (binding_uid, NODE)
     assert answer["allowed"] is should_allow, (status, body[:200], answer)
+    event(f"allowed {should_allow}")
     if should_allow:
         annotations = patched_annotations(json.loads(base64.b64decode(answer["patch"])))
         assert contract.Allocation.model_validate_json(annotations[contract.ALLOCATION_ANNOTATION]) == parsed
