@@ -239,6 +239,11 @@ def res(requests: dict[str, str] | None = None, limits: dict[str, str] | None = 
     return out
 
 
+def merge_resources(owner: dict[str, Any], part: str, values: dict[str, str]) -> None:
+    """Merge ``values`` into ``owner``'s ``resources.<part>`` (a container, or the pod spec)."""
+    owner["resources"].setdefault(part, {}).update(values)
+
+
 def guaranteed(cpu: str, memory: str, **extra: str) -> dict[str, Any]:
     values = {"cpu": cpu, "memory": memory, **extra}
     return res(dict(values), dict(values))
@@ -278,13 +283,14 @@ def denies(*keys: str) -> frozenset[str]:
     return frozenset(keys)
 
 
+FIXTURE_DENIALS = {"invalid-plr-aggregate": denies("v6"), "windows-plr": denies("v1")}
+
 CREATE_CASES = [
-    *[CreateCase(f"fixture {n}", edit(n), denies("v6") if n == "invalid-plr-aggregate" else (
-        denies("v1") if n == "windows-plr" else denies())) for n in FIXTURE_NAMES],
-    CreateCase("request above its limit", edit("burstable-web", lambda d: app(d)["resources"]["requests"].update(cpu="2")),
-               denies("v2")),
+    *[CreateCase(f"fixture {n}", edit(n), FIXTURE_DENIALS.get(n, denies())) for n in FIXTURE_NAMES],
+    CreateCase("request above its limit",
+               edit("burstable-web", lambda d: app(d)["resources"]["requests"].update(cpu="2")), denies("v2")),
     CreateCase("hugepages request differing from its limit",
-               edit("init-sidecar-hugepages", lambda d: app(d)["resources"]["requests"].update({"hugepages-2Mi": "2Gi"})),
+               edit("init-sidecar-hugepages", lambda d: merge_resources(app(d), "requests", {"hugepages-2Mi": "2Gi"})),
                denies("v2", "v6")),
     CreateCase("hugepages request without a limit",
                edit("burstable-web", lambda d: app(d)["resources"]["requests"].update({"hugepages-2Mi": "4Mi"})),
@@ -322,7 +328,7 @@ CREATE_CASES = [
     CreateCase("a zero pod-level request is not checked against the containers",
                edit("invalid-plr-aggregate", lambda d: d["spec"].update(resources=res({"memory": "0"})))),
     CreateCase("hugepages pod limit below the containers' hugepages limits",
-               edit("init-sidecar-hugepages", lambda d: d["spec"]["resources"]["limits"].update({"hugepages-2Mi": "512Mi"})),
+               edit("init-sidecar-hugepages", lambda d: merge_resources(d["spec"], "limits", {"hugepages-2Mi": "512Mi"})),
                denies("v7", "v6", "v8")),
     CreateCase("a container limit above the pod limit",
                edit("tightly-coupled-database", lambda d: app(d)["resources"]["limits"].update(cpu="9")), denies("v8")),
@@ -361,12 +367,14 @@ CREATE_CASES = [
                    sidecar("pinned", guaranteed("8", "16Gi")), regular_init("migrate")])),
                denies("cpuPool", "memoryPool", "v6")),
     CreateCase("a fractional Guaranteed container shares CPUs but owns memory",
-               edit("tightly-coupled-database", lambda d: app(labelled(d)).update(resources=guaranteed("7500m", "16Gi"))),
+               edit("tightly-coupled-database",
+                    lambda d: app(labelled(d)).update(resources=guaranteed("7500m", "16Gi"))),
                denies("memoryPool")),
     CreateCase("hugepages budget taken whole by an exclusive container",
-               edit("init-sidecar-hugepages", lambda d: (labelled(d), init(d, 1).update(resources={}),
-                                                         d["spec"]["resources"]["limits"].update({"hugepages-2Mi": "1Gi"}),
-                                                         d["spec"]["resources"]["requests"].update({"hugepages-2Mi": "1Gi"}))),
+               edit("init-sidecar-hugepages", lambda d: (
+                   labelled(d), init(d, 1).update(resources={}),
+                   merge_resources(d["spec"], "limits", {"hugepages-2Mi": "1Gi"}),
+                   merge_resources(d["spec"], "requests", {"hugepages-2Mi": "1Gi"}))),
                denies("memoryPool")),
 ]
 
@@ -414,6 +422,9 @@ RESIZE_CASES = [
                lambda d: d["spec"]["containers"].append({"name": "extra", "image": "x"}), denies("l6")),
     ResizeCase("resize a regular init container", "init-sidecar-hugepages",
                lambda d: init(d, 0).update(resources=guaranteed("3", "1Gi")), denies("l5")),
+    ResizeCase("remove a regular init container's memory: L5, not L3", "init-sidecar-hugepages",
+               lambda d: [init(d, 0)["resources"][part].pop("memory") for part in ("requests", "limits")],
+               denies("l5")),
     ResizeCase("resize a sidecar's cpu", "init-sidecar-hugepages",
                lambda d: init(d, 1).update(resources=guaranteed("500m", "256Mi"))),
     ResizeCase("give a sidecar ephemeral storage", "init-sidecar-hugepages",
@@ -433,7 +444,7 @@ RESIZE_CASES = [
                denies("l2")),
     ResizeCase("a static pod", "burstable-web", lambda d: app(d)["resources"]["limits"].update(cpu="3"),
                denies("l7"), old_change=lambda d: d["metadata"].update(annotations={MIRROR: "x"})),
-    ResizeCase("a Windows pod", "windows-plr", lambda d: d["spec"]["resources"]["limits"].update(cpu="3"), denies("l7")),
+    ResizeCase("a Windows pod", "windows-plr", lambda d: merge_resources(d["spec"], "limits", {"cpu": "3"}), denies("l7")),
     ResizeCase("a node that does not report container resources", "burstable-web", unchanged, denies("l8"),
                old_change=lambda d: d["status"]["containerStatuses"][0].pop("resources")),
     ResizeCase("an aggregate above the pod request after a resize", "invalid-plr-aggregate",

@@ -101,7 +101,8 @@ def issue_pki(directory: Path) -> Pki:
     foreign = certs.issue_client_certificate(foreign_ca, certs.OPERATOR_CLIENT_IDENTITY)
     ca = certs.load_pair(bundle.cert("ca"), bundle.key("ca"))
     now = datetime.datetime.now(datetime.UTC)
-    last_month = certs.Validity(not_before=now - datetime.timedelta(days=30), not_after=now - datetime.timedelta(days=1))
+    day = datetime.timedelta(days=1)
+    last_month = certs.Validity(not_before=now - 30 * day, not_after=now - day)
     expired = certs.issue_client_certificate(ca, certs.OPERATOR_CLIENT_IDENTITY, validity=last_month)
     pairs = {}
     for name, issued in (("foreign-client", foreign), ("expired-client", expired)):

@@ -52,6 +52,7 @@ from reliability_kit import (
     guaranteed_pod,
 )
 from schemathesis import GenerationMode
+from schemathesis.core.result import Ok
 
 from enforcer.cgroups import recording
 from enforcer.service import auth, deps
@@ -256,9 +257,9 @@ def _replace(document: Any, path: Path_, value: Any, *, drop: bool = False) -> A
         parent = parent[key]
     last = path[-1]
     if drop:
-        del parent[last]  # type: ignore[arg-type]
+        del parent[last]
     else:
-        parent[last] = value  # type: ignore[index]
+        parent[last] = value
     return document
 
 
@@ -405,7 +406,9 @@ def fuzz_raw_requests(apps: Apps, data: st.DataObject) -> None:
 # schemathesis: every operation of the enforcer's OpenAPI document, valid and invalid cases
 _OPENAPI = enforcer_app(Path(tempfile.gettempdir()) / "numaguard-fuzz-unused").openapi()
 _schema = schemathesis.openapi.from_dict(_OPENAPI)
-OPERATIONS = [result.ok() for result in _schema.get_all_operations()]
+_RESULTS = list(_schema.get_all_operations())
+OPERATIONS = [result.ok() for result in _RESULTS if isinstance(result, Ok)]
+assert len(OPERATIONS) == len(_RESULTS), "schemathesis cannot read some operations of the enforcer's OpenAPI"
 
 
 def breakable(operation: Any) -> bool:
@@ -591,13 +594,18 @@ def fuzz_enforcer_answers(scripted: WebhookOverScript, data: st.DataObject) -> N
 # -- the tests: a default and a slow variant of each ----------------------------------------------------------
 
 
+def slow_marked(test: Callable[..., None]) -> Callable[..., None]:
+    marked: Callable[..., None] = pytest.mark.slow(test)
+    return marked
+
+
 def apps_variant(body: Callable[[Apps, st.DataObject], None], examples: int, *, slow: bool) -> Callable[..., None]:
     @fuzz_settings(examples, slow=slow)
     @given(data=st.data())
     def test(apps: Apps, data: st.DataObject) -> None:
         body(apps, data)
 
-    return pytest.mark.slow(test) if slow else test
+    return slow_marked(test) if slow else test
 
 
 test_mutated_pods_never_crash_the_enforcer_and_a_refused_allocation_changes_nothing = apps_variant(
@@ -622,7 +630,7 @@ def scripted_variant(examples: int, *, slow: bool) -> Callable[..., None]:
     def test(scripted: WebhookOverScript, data: st.DataObject) -> None:
         fuzz_enforcer_answers(scripted, data)
 
-    return pytest.mark.slow(test) if slow else test
+    return slow_marked(test) if slow else test
 
 
 test_malformed_enforcer_answers_deny_the_binding_and_never_crash_the_webhook = scripted_variant(300, slow=False)
@@ -639,7 +647,7 @@ def schemathesis_test(examples: int, *, slow: bool) -> Callable[..., None]:
 
         run()
 
-    return pytest.mark.slow(test) if slow else test
+    return slow_marked(test) if slow else test
 
 
 test_schemathesis_cases_from_the_openapi_document_never_crash_the_enforcer = schemathesis_test(40, slow=False)
