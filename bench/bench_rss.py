@@ -44,6 +44,7 @@ import httpx
 
 from bench import bench_webhook, servers
 from servicekit import certs, tls
+from webhook.settings import WebhookSettings
 
 ENFORCER_TARGET_MB = 100.0
 PODS = 250
@@ -51,6 +52,8 @@ CONTAINERS_PER_POD = 4
 # 16 NUMA nodes x 32 cores x 2 threads: 1,024 CPUs, room for 255 pods of 4 CPUs on single NUMA nodes.
 ENFORCER_MACHINE = (16, 32, 64)
 KIB = 1024
+# every /mutate files a pod in the webhook's bounded cache: RSS is steady only once it is full
+POD_CACHE_SIZE: int = WebhookSettings.model_fields["pod_cache_size"].default
 
 
 @dataclass(frozen=True)
@@ -262,7 +265,11 @@ def rows_of(results: Results) -> list[dict[str, str]]:
             "ours": f"steady {web['steady_under_load']:.1f} MB, peak {web['peak']:.1f} MB",
             "reference": f"idle {web['idle']:.1f} MB",
             "ratio": f"+{web['steady_under_load'] - web['idle']:.1f} MB under load",
-            "check": "-",
+            "check": (
+                f"pod cache full ({POD_CACHE_SIZE:,} pods)"
+                if web["reviews_served"] >= POD_CACHE_SIZE
+                else f"pod cache {web['reviews_served']:,.0f}/{POD_CACHE_SIZE:,}: still growing"
+            ),
         },
         {
             "section": "memory (RSS)",

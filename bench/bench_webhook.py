@@ -561,22 +561,17 @@ async def _binding_run(
 def run_bindings(workdir: Path, bundle: certs.Bundle, effort: Effort) -> list[BindingRun]:
     numa, cores, _ = BINDING_MACHINE
     runs: list[BindingRun] = []
-    with (
-        enforcer_process(workdir, bundle, binding_machine_document(), seed_kubelet(numa, cores)) as enforcer,
-        contextlib.ExitStack() as stack,
-    ):
+    with enforcer_process(workdir, bundle, binding_machine_document(), seed_kubelet(numa, cores)) as enforcer:
         port = servers.free_port()
         command = servers.server_command(
             "webhook", port=port, certs_dir=bundle.directory, enforcer_url=enforcer.url, log_level="info"
         )
-        webhook = stack.enter_context(
-            servers.launched(
-                "webhook", command, port=port, bundle=bundle, ready_path="/healthz", log_file=workdir / "binding.log"
-            )
-        )
-        for clients in BINDING_CONCURRENCY:
-            repeats = effort.bindings_per_client_alone if clients == 1 else effort.bindings_per_client_concurrent
-            runs.append(asyncio.run(_binding_run(webhook, enforcer, bundle, clients, repeats)))
+        with servers.launched(
+            "webhook", command, port=port, bundle=bundle, ready_path="/healthz", log_file=workdir / "binding.log"
+        ) as webhook:
+            for clients in BINDING_CONCURRENCY:
+                repeats = effort.bindings_per_client_alone if clients == 1 else effort.bindings_per_client_concurrent
+                runs.append(asyncio.run(_binding_run(webhook, enforcer, bundle, clients, repeats)))
     return runs
 
 

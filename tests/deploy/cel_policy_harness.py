@@ -30,6 +30,7 @@ import celpy
 import yaml
 from celpy import celtypes
 from celpy.adapter import json_to_cel
+from celpy.evaluation import CELEvalError
 
 from shared import quantity as quantities
 from shared.pod import parse_pod
@@ -132,18 +133,20 @@ def _sub(a: object, b: object) -> K8sQuantity:
 def _sum(values: object) -> object:
     """Kubernetes ``<list>.sum()``: ints (int64-checked) or doubles; an empty list sums to 0."""
     items = list(_list(values))
-    if all(isinstance(v, int) and not isinstance(v, bool) for v in items):
-        total = sum(int(v) for v in items)
+    ints = [v for v in items if isinstance(v, int) and not isinstance(v, bool)]
+    if len(ints) == len(items):
+        total = sum(ints)
         if total not in _INT64:
             raise ValueError("overflow")
         return celtypes.IntType(total)
-    if all(isinstance(v, float) for v in items):
-        return celtypes.DoubleType(sum(items))
+    doubles = [v for v in items if isinstance(v, float)]
+    if len(doubles) == len(items):
+        return celtypes.DoubleType(sum(doubles))
     raise TypeError("sum() needs a list of numbers of one type")
 
 
 def _max(values: object) -> object:
-    items = list(_list(values))
+    items: list[Any] = list(_list(values))
     if not items:
         raise ValueError("max called on empty list")
     return max(items)
@@ -289,7 +292,7 @@ class CompiledPolicy:
         for name, program in self.variables:
             try:
                 values[name] = program.evaluate(activation())
-            except celpy.CELEvalError as err:
+            except CELEvalError as err:
                 raise AssertionError(f"variable {name} failed to evaluate: {err}") from err
         denials: list[Denial] = []
         for validation in self.validations:

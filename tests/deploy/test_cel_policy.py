@@ -283,6 +283,14 @@ def denies(*keys: str) -> frozenset[str]:
     return frozenset(keys)
 
 
+def hugepages_budget_taken_whole(doc: Pod) -> None:
+    """The router's 1Gi of 2Mi pages is the whole pod budget of that size, and the sidecar turns shared."""
+    labelled(doc)
+    init(doc, 1).update(resources={})
+    for part in ("requests", "limits"):
+        merge_resources(doc["spec"], part, {"hugepages-2Mi": "1Gi"})
+
+
 FIXTURE_DENIALS = {"invalid-plr-aggregate": denies("v6"), "windows-plr": denies("v1")}
 
 CREATE_CASES = [
@@ -328,7 +336,8 @@ CREATE_CASES = [
     CreateCase("a zero pod-level request is not checked against the containers",
                edit("invalid-plr-aggregate", lambda d: d["spec"].update(resources=res({"memory": "0"})))),
     CreateCase("hugepages pod limit below the containers' hugepages limits",
-               edit("init-sidecar-hugepages", lambda d: merge_resources(d["spec"], "limits", {"hugepages-2Mi": "512Mi"})),
+               edit("init-sidecar-hugepages",
+                    lambda d: merge_resources(d["spec"], "limits", {"hugepages-2Mi": "512Mi"})),
                denies("v7", "v6", "v8")),
     CreateCase("a container limit above the pod limit",
                edit("tightly-coupled-database", lambda d: app(d)["resources"]["limits"].update(cpu="9")), denies("v8")),
@@ -371,11 +380,7 @@ CREATE_CASES = [
                     lambda d: app(labelled(d)).update(resources=guaranteed("7500m", "16Gi"))),
                denies("memoryPool")),
     CreateCase("hugepages budget taken whole by an exclusive container",
-               edit("init-sidecar-hugepages", lambda d: (
-                   labelled(d), init(d, 1).update(resources={}),
-                   merge_resources(d["spec"], "limits", {"hugepages-2Mi": "1Gi"}),
-                   merge_resources(d["spec"], "requests", {"hugepages-2Mi": "1Gi"}))),
-               denies("memoryPool")),
+               edit("init-sidecar-hugepages", hugepages_budget_taken_whole), denies("memoryPool")),
 ]
 
 
@@ -444,7 +449,8 @@ RESIZE_CASES = [
                denies("l2")),
     ResizeCase("a static pod", "burstable-web", lambda d: app(d)["resources"]["limits"].update(cpu="3"),
                denies("l7"), old_change=lambda d: d["metadata"].update(annotations={MIRROR: "x"})),
-    ResizeCase("a Windows pod", "windows-plr", lambda d: merge_resources(d["spec"], "limits", {"cpu": "3"}), denies("l7")),
+    ResizeCase("a Windows pod", "windows-plr", lambda d: merge_resources(d["spec"], "limits", {"cpu": "3"}),
+               denies("l7")),
     ResizeCase("a node that does not report container resources", "burstable-web", unchanged, denies("l8"),
                old_change=lambda d: d["status"]["containerStatuses"][0].pop("resources")),
     ResizeCase("an aggregate above the pod request after a resize", "invalid-plr-aggregate",
