@@ -21,6 +21,7 @@ it changes nothing.
 from __future__ import annotations
 
 import datetime
+import functools
 import json
 import logging
 import re
@@ -44,6 +45,13 @@ _JWT = re.compile(r"\beyJ[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]*")
 _KEY_VALUE = re.compile(
     r"(?i)\b([A-Za-z_-]*(?:token|password|passwd|secret|api_?key)[A-Za-z_-]*)(=|:\s*)([^\s&,;\"']+)"
 )
+# A word one of the patterns above needs (any case here: a superset of what each matches).  Text without any is
+# what the substitutions would leave unchanged, so it is returned as it is after a cheap scan instead of five.
+_CREDENTIAL_WORDS = (
+    "private key", "bearer", "basic", "authorization", "cookie", "eyj", "token", "passw", "secret", "apikey", "api_key",
+)
+# Beyond ASCII, ignoring case also folds letters such as U+017F (long s) and U+212A (Kelvin): the regex knows how.
+_CREDENTIAL_HINT = re.compile("(?i)" + "|".join(re.escape(word) for word in _CREDENTIAL_WORDS))
 
 # Attributes every LogRecord has; anything else on a record came from ``extra=``.
 _RECORD_ATTRIBUTES = frozenset(vars(logging.LogRecord("", 0, "", 0, "", (), None)).keys()) | {
@@ -59,12 +67,19 @@ def is_sensitive_key(key: object) -> bool:
         key = key.decode("latin-1")
     if not isinstance(key, str):
         return False
+    return _is_sensitive_name(key)
+
+
+@functools.lru_cache(maxsize=1024)  # the same few dozen extra keys and header names, on every line
+def _is_sensitive_name(key: str) -> bool:
     lowered = key.lower()
     return lowered in _SENSITIVE_EXACT or any(part in lowered.replace("-", "_") for part in _SENSITIVE_PARTS)
 
 
 def redact_text(text: str) -> str:
     """Remove credentials that appear inside free text."""
+    if not _may_hold_credentials(text):
+        return text
     text = _PEM_PRIVATE_KEY.sub("[REDACTED PRIVATE KEY]", text)
     text = _AUTH_SCHEME.sub(lambda m: f"{m.group(1)} {REDACTED}", text)
     text = _HEADER_LINE.sub(lambda m: f"{m.group(1)}{m.group(2)}{REDACTED}", text)
@@ -72,10 +87,22 @@ def redact_text(text: str) -> str:
     return _KEY_VALUE.sub(lambda m: f"{m.group(1)}{m.group(2)}{REDACTED}", text)
 
 
+def _may_hold_credentials(text: str) -> bool:
+    if text.isascii():
+        lowered = text.lower()
+        for word in _CREDENTIAL_WORDS:  # a loop, not any(): this runs for every string of every log line
+            if word in lowered:
+                return True
+        return False
+    return _CREDENTIAL_HINT.search(text) is not None
+
+
 def redact(value: object, key: object = None) -> object:
     """A copy of ``value`` with secrets removed; mappings and sequences are walked (header pairs included)."""
     if key is not None and is_sensitive_key(key):
         return REDACTED
+    if value is None or isinstance(value, bool | int | float):
+        return value
     if isinstance(value, str):
         return redact_text(value)
     if isinstance(value, bytes):

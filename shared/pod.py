@@ -4,7 +4,14 @@
 event, a scenario step) into a frozen :class:`Pod`.  Unknown fields are ignored:
 nobody writes a Pod back from these models (mutations are JSONPatch operations
 against the raw object), so nothing is lost.  The raw object is kept, read-only
-by convention, for the few rules that compare whole containers (resize L4-L6).
+by convention, for the few rules that compare whole containers (resize L4-L6):
+a private copy, or the caller's own object when it says it will not change it
+(``copy_raw=False``, a freshly decoded request body), since copying a pod costs
+more than reading it.
+
+A :class:`Pod` never changes, so what is derived from its quantities (the
+defaulted requirements, the integer view) is computed once per pod and reused:
+validating a pod and then planning it parses each quantity once.
 
 Quantities stay the strings (or YAML numbers) the object carried: syntax errors
 surface where a rule needs the value, as :class:`~shared.errors.QuantityError`
@@ -19,14 +26,15 @@ services: it describes a pod, it does not decide anything about it.
 from __future__ import annotations
 
 import copy
+import functools
 from collections.abc import Mapping
-from typing import Annotated, Any
+from typing import Annotated, Any, TypeAlias
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PrivateAttr, ValidationError
 from pydantic.alias_generators import to_camel
 
 from shared import defaults, quantity
-from shared.errors import PodModelError
+from shared.errors import PodModelError, QuantityError
 from shared.resources import (
     CPU,
     ContainerKind,
@@ -179,16 +187,30 @@ class PodStatus(_APIModel):
     allocated_resources: ResourceList | None = None
 
 
+RequirementQuantities: TypeAlias = tuple[
+    list[defaults.ContainerRequirements[quantity.Quantity]], defaults.Requirements[quantity.Quantity] | None
+]
+
+
 class Pod(_APIModel):
     metadata: ObjectMeta = Field(default_factory=ObjectMeta)
     spec: PodSpec
     status: PodStatus = Field(default_factory=PodStatus)
 
     _raw: dict[str, Any] = PrivateAttr(default_factory=dict)
+    # by the PodLevelResources gate: what requirement_quantities / to_resources computed for this (frozen) pod
+    _quantities: dict[bool, RequirementQuantities] = PrivateAttr(default_factory=dict)
+    _resources: dict[bool, PodResources] = PrivateAttr(default_factory=dict)
+
+    def model_copy(self, *, update: Mapping[str, Any] | None = None, deep: bool = False) -> Pod:
+        """A copy with ``update`` applied; it derives its own quantities (the update may change them)."""
+        copied = super().model_copy(update=update, deep=deep)
+        copied._quantities, copied._resources = {}, {}
+        return copied
 
     @property
     def raw(self) -> Mapping[str, Any]:
-        """The object this pod was parsed from (a private copy; never mutate it)."""
+        """The object this pod was parsed from (a private copy unless the caller gave it up; never mutate it)."""
         return self._raw
 
     @property
@@ -214,13 +236,16 @@ class Pod(_APIModel):
             result.append(("app", f"spec.containers[{i}]", c))
         return result
 
-    def requirement_quantities(
-        self, *, pod_level_resources: bool = True
-    ) -> tuple[
-        list[defaults.ContainerRequirements[quantity.Quantity]], defaults.Requirements[quantity.Quantity] | None
-    ]:
+    def requirement_quantities(self, *, pod_level_resources: bool = True) -> RequirementQuantities:
         """Exact quantities of every container (order of :meth:`containers_with_paths`) and of
         ``spec.resources``, AFTER the API server's defaulting.  Raises ``QuantityError`` with the path."""
+        known = self._quantities.get(pod_level_resources)
+        if known is None:
+            known = self._quantities[pod_level_resources] = self._requirement_quantities(pod_level_resources)
+        containers, stanza = known
+        return list(containers), stanza  # a list of its own: the memo must not change under the caller
+
+    def _requirement_quantities(self, pod_level_resources: bool) -> RequirementQuantities:
         containers = [
             defaults.ContainerRequirements(kind, _parse_stanza(c.resources, f"{path}.resources"))
             for kind, path, c in self.containers_with_paths()
@@ -232,8 +257,14 @@ class Pod(_APIModel):
         """The engine's integer view, after defaulting.  ``QuantityError`` names the offending field.
 
         With the PodLevelResources gate off, ``spec.resources`` is dropped as the API
-        server's strategy drops it on create (V11).
+        server's strategy drops it on create (V11).  Computed once per pod and gate (the view is frozen).
         """
+        known = self._resources.get(pod_level_resources)
+        if known is None:
+            known = self._resources[pod_level_resources] = self._to_resources(pod_level_resources)
+        return known
+
+    def _to_resources(self, pod_level_resources: bool) -> PodResources:
         containers, stanza = self.requirement_quantities(pod_level_resources=pod_level_resources)
         overhead = _parse_list(self.spec.overhead, "spec.overhead")
         return PodResources(
@@ -252,8 +283,18 @@ class Pod(_APIModel):
 
 
 def _parse_list(values: Mapping[str, str], path: str) -> dict[str, quantity.Quantity]:
+    try:
+        return {name: _stored_quantity(text) for name, text in values.items()}
+    except QuantityError:  # again, naming the field: the first bad value raises as parsing it alone would
+        return {
+            name: quantity.parse(text, field=f"{path}[{name}]").rounded_up_to_milli() for name, text in values.items()
+        }
+
+
+@functools.lru_cache(maxsize=quantity.PARSE_CACHE_SIZE)
+def _stored_quantity(text: str) -> quantity.Quantity:
     # SetDefaults_ResourceList rounds every stored quantity up to milli precision.
-    return {name: quantity.parse(text, field=f"{path}[{name}]").rounded_up_to_milli() for name, text in values.items()}
+    return quantity.parse(text).rounded_up_to_milli()
 
 
 def _parse_stanza(resources: ResourceRequirements, path: str) -> defaults.Requirements[quantity.Quantity]:
@@ -278,8 +319,12 @@ def _to_ints(stanza: defaults.Requirements[quantity.Quantity]) -> Resources:
 _MAP_FIELDS = frozenset({"requests", "limits", "labels", "annotations", "allocatedResources", "overhead"})
 
 
-def parse_pod(raw: object) -> Pod:
-    """Read a Pod object; ``PodModelError`` names every bad field by its Kubernetes path."""
+def parse_pod(raw: object, *, copy_raw: bool = True) -> Pod:
+    """Read a Pod object; ``PodModelError`` names every bad field by its Kubernetes path.
+
+    ``copy_raw=False`` is the caller's promise that nobody changes ``raw`` any more (a request body decoded for
+    this call alone): :attr:`Pod.raw` is then ``raw`` itself rather than a copy.
+    """
     if not isinstance(raw, Mapping):
         raise PodModelError(f"a pod must be a JSON object, got {type(raw).__name__}")
     try:
@@ -289,8 +334,26 @@ def parse_pod(raw: object) -> Pod:
         first_path, first_msg = problems[0]
         rest = "".join(f"; {path}: {msg}" for path, msg in problems[1:])
         raise PodModelError(f"{first_msg}{rest}", field=first_path or None) from None
-    pod._raw = copy.deepcopy(dict(raw))
+    pod._raw = _json_copy(raw) if copy_raw else (raw if isinstance(raw, dict) else dict(raw))
     return pod
+
+
+def _json_copy(raw: Mapping[str, Any]) -> dict[str, Any]:
+    """A deep copy of a decoded JSON/YAML object, several times cheaper than ``copy.deepcopy`` on such trees."""
+    try:
+        return {key: _json_value_copy(value) for key, value in raw.items()}
+    except RecursionError:  # a self-referencing YAML alias, in a field the models ignore
+        return copy.deepcopy(dict(raw))
+
+
+def _json_value_copy(value: Any) -> Any:
+    if type(value) is dict:
+        return {key: _json_value_copy(item) for key, item in value.items()}
+    if type(value) is list:
+        return [_json_value_copy(item) for item in value]
+    if isinstance(value, str | int | float | None):  # immutable: shared, as deepcopy shares them
+        return value
+    return copy.deepcopy(value)
 
 
 def _field_path(loc: tuple[int | str, ...]) -> str:

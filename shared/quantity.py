@@ -12,6 +12,7 @@ server's serialisation (``1.5`` -> ``1500m``, ``1536Mi`` stays ``1536Mi``,
 from __future__ import annotations
 
 import decimal
+import functools
 import re
 from dataclasses import dataclass
 from decimal import Decimal
@@ -36,6 +37,11 @@ _EXPONENT = re.compile(r"[eE]([+-]?[0-9]+)", re.ASCII)
 # hostile "1e999999999" from making Decimal work forever.
 _MAX_EXPONENT = 1000
 _MAX_TEXT = 128
+
+# Parsed strings, least recently used out first: a cluster's pods repeat a few dozen quantity strings ("1", "500m",
+# "16Gi") and every pod read parses them again.  Bounded, so hostile unique strings cost at most this many entries
+# of at most _MAX_TEXT characters each.
+PARSE_CACHE_SIZE = 4096
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,11 +106,27 @@ def parse(text: object, *, field: str | None = None) -> Quantity:
         text = str(text)
     if not isinstance(text, str):
         raise QuantityError(text, "expected a string", field=field)
-    if not text or len(text) > _MAX_TEXT:
+    if not text or len(text) > _MAX_TEXT:  # checked before the cache, which thus never holds a long string
         raise QuantityError(text, "empty or too long", field=field)
+    parsed = _parse_text(text)
+    if isinstance(parsed, _Invalid):
+        raise QuantityError(text, parsed.detail, field=field)
+    return parsed
+
+
+@dataclass(frozen=True, slots=True)
+class _Invalid:
+    """Why a string is no quantity; cached like a success, the error (which names the field) is built per call."""
+
+    detail: str = ""
+
+
+@functools.lru_cache(maxsize=PARSE_CACHE_SIZE)
+def _parse_text(text: str) -> Quantity | _Invalid:
+    """The pure string -> value step of :func:`parse`; safe to share because Quantity and Decimal are immutable."""
     match = _SHAPE.fullmatch(text)
     if match is None:
-        raise QuantityError(text, field=field)
+        return _Invalid()
     sign, number, suffix = match.groups()
     fmt: Format
     if suffix in _BINARY:
@@ -116,16 +138,16 @@ def parse(text: object, *, field: str | None = None) -> Quantity:
     else:
         exp = _EXPONENT.fullmatch(suffix)
         if exp is None:
-            raise QuantityError(text, f"unknown suffix {suffix!r}", field=field)
+            return _Invalid(f"unknown suffix {suffix!r}")
         power = int(exp.group(1))
         if abs(power) > _MAX_EXPONENT:
-            raise QuantityError(text, "exponent out of range", field=field)
+            return _Invalid("exponent out of range")
         fmt = "DecimalExponent"
         scale = Decimal(1).scaleb(power)
     try:
         value = _CTX.multiply(Decimal(number), scale)
     except decimal.DecimalException:
-        raise QuantityError(text, "value out of range", field=field) from None
+        return _Invalid("value out of range")
     # The API server keeps nano precision and rounds anything finer up.
     value = _round_up_to_nano(value)
     if sign == "-":
@@ -148,11 +170,13 @@ def canonical(text: object, *, field: str | None = None) -> str:
     return str(parse(text, field=field))
 
 
+@functools.lru_cache(maxsize=PARSE_CACHE_SIZE)  # plans and messages print the same few sizes over and over
 def format_millicores(millis: int) -> str:
     """Canonical CPU quantity for an integer number of millicores."""
     return format_quantity(Decimal(millis).scaleb(-3), "DecimalSI")
 
 
+@functools.lru_cache(maxsize=PARSE_CACHE_SIZE)
 def format_bytes(count: int) -> str:
     """Canonical memory quantity for a byte count (binary suffixes where exact)."""
     return format_quantity(Decimal(count), "BinarySI")

@@ -16,6 +16,8 @@ API server accept these resources".
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import json
 import re
 from collections.abc import Callable, Iterable, Sequence
@@ -115,7 +117,7 @@ def validate_pod_resources(
     ordered = [e for e in entries if e[0][0] == "app"] + [e for e in entries if e[0][0] != "app"]
     for (_, path, container), requirements in ordered:
         violations += _requirements_violations(
-            requirements.requirements, f"{path}.resources", _container_resource_name, allow_indivisible_hugepages
+            requirements.requirements, f"{path}.resources", _checked_container_resource_name, allow_indivisible_hugepages
         )
         violations += _resize_policy_violations(container, f"{path}.resizePolicy", pod.spec.restart_policy)
     for i, ephemeral in enumerate(pod.spec.ephemeral_containers):
@@ -150,7 +152,9 @@ def _pod_level_violations(
                 "spec.resources.claims", "Forbidden", "claims cannot be set for Resources at pod-level", "V5"
             )
         )
-    violations += _requirements_violations(stanza, "spec.resources", _pod_resource_name, allow_indivisible_hugepages)
+    violations += _requirements_violations(
+        stanza, "spec.resources", _checked_pod_resource_name, allow_indivisible_hugepages
+    )
     violations += _consistency_violations(pod, stanza, containers)
     return violations
 
@@ -411,6 +415,7 @@ def _is_extended_resource(name: str) -> bool:
     return not qualified_name_errors(_REQUESTS_PREFIX + name)
 
 
+@functools.lru_cache(maxsize=1024)  # pure in the name; pods name the same few resources over and over
 def _is_integer_resource(name: str) -> bool:
     return name in _INTEGER_RESOURCES or _is_extended_resource(name)
 
@@ -460,6 +465,31 @@ def _pod_resource_name(name: str, field: str) -> list[FieldViolation]:
             )
         ]
     return []
+
+
+_NAME_CHECK_CACHE_SIZE = 1024
+
+
+def _remembered(check: NameCheck) -> NameCheck:
+    """``check`` computed once per resource name (its verdict depends on the name alone, ``field`` only names where).
+
+    Every pod names the same few resources (cpu, memory, hugepages-2Mi) in every stanza; the regexes behind the
+    verdict need not run for each of them.  Bounded, so arbitrary names cannot grow it without limit.
+    """
+
+    @functools.lru_cache(maxsize=_NAME_CHECK_CACHE_SIZE)
+    def verdict(name: str) -> tuple[FieldViolation, ...]:
+        return tuple(check(name, ""))
+
+    def checked(name: str, field: str) -> list[FieldViolation]:
+        found = verdict(name)
+        return [dataclasses.replace(v, path=field) for v in found] if found else []
+
+    return checked
+
+
+_checked_container_resource_name = _remembered(_container_resource_name)
+_checked_pod_resource_name = _remembered(_pod_resource_name)
 
 
 # -- qualified names (apimachinery content.IsLabelKey) ------------------------

@@ -11,6 +11,7 @@ from fastapi import Request
 from webhook.services import Services
 
 
-def get_services(request: Request) -> Services:
+async def get_services(request: Request) -> Services:
+    # async on purpose: FastAPI runs a plain ``def`` dependency in its thread pool, a thread hop per review
     services: Services = request.app.state.services
     return services

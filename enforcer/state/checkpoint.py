@@ -2,8 +2,15 @@
 
 Format (our own; never the kubelet's ``cpu_manager_state``)::
 
-    {"format": "numaguard-state", "version": 1,
-     "checksum": "sha256:<hex>", "data": {...}}
+    {
+      "format": "numaguard-state",
+      "version": 1,
+      "checksum": "sha256:<hex>",
+      "data": {...}
+    }
+
+``data`` is written as one compact line (any JSON layout reads back the same;
+files written indented by earlier builds load unchanged).
 
 The checksum is SHA-256 over the canonical JSON (sorted keys, no spaces,
 ASCII) of ``{"data", "format", "version"}``: the data *and* the fields that
@@ -30,10 +37,11 @@ Guarantees:
 
 Backup decision: each ``save`` first keeps the file it replaces as
 ``<name>.bak``, but only if that file verifies, so a damaged file never
-overwrites a good backup.  The backup is one save behind; it is used only by
-an operator (``numaguard recover-state --mode from-backup``), never
-automatically, because silently going one admission back in time could also
-hand out CPUs twice.
+overwrites a good backup.  A file byte for byte equal to what the store last
+wrote or loaded is known to verify; any other content is decoded first.  The
+backup is one save behind; it is used only by an operator (``numaguard
+recover-state --mode from-backup``), never automatically, because silently
+going one admission back in time could also hand out CPUs twice.
 
 Recovery (:func:`recover`, the ``recover-state`` command; stop the enforcer
 first): ``quarantine`` moves the state file (and its backup) aside as
@@ -83,6 +91,7 @@ Empty while version 1 is the only version.  When version 2 arrives, add
 _ENVELOPE_KEYS: Final = frozenset({"format", "version", "checksum", "data"})
 _CHECKSUM_PREFIX: Final = "sha256:"
 _HEX_DIGITS: Final = frozenset("0123456789abcdef")
+_FORMAT_JSON: Final = json.dumps(FORMAT).encode("ascii")
 
 FileStatus = Literal["missing", "valid", "corrupt", "unsupported"]
 RecoveryMode = Literal["quarantine", "from-backup", "check"]
@@ -97,12 +106,28 @@ def canonical_json(value: object) -> bytes:
 
 
 def checksum_of(data: Mapping[str, Any], version: int) -> str:
-    body = {"data": data, "format": FORMAT, "version": version}
-    return _CHECKSUM_PREFIX + hashlib.sha256(canonical_json(body)).hexdigest()
+    return _checksum_over(canonical_json(data), version)
+
+
+def _checksum_over(canonical_data: bytes, version: int) -> str:
+    """``checksum_of`` from the data's canonical bytes, so a save serialises the data for the checksum only once.
+
+    The canonical JSON of ``{"data", "format", "version"}`` is the data's own
+    canonical JSON between the envelope's sorted keys: no second encoding needed.
+    """
+    sha = hashlib.sha256(b'{"data":')
+    sha.update(canonical_data)
+    sha.update(b',"format":%s,"version":%s}' % (_FORMAT_JSON, json.dumps(version).encode("ascii")))
+    return _CHECKSUM_PREFIX + sha.hexdigest()
 
 
 def encode(data: dict[str, Any], *, path: str, version: int = CURRENT_VERSION) -> bytes:
-    """The file content for ``data``; refuses data that would not load back equal (tuples, non-str keys, NaN)."""
+    """The file content for ``data``; refuses data that would not load back equal (tuples, non-str keys, NaN).
+
+    The envelope's fields get a line each, so an operator can read them, while
+    ``data`` is one compact line in the engine's own key order: the standard
+    library's indenting encoder is pure Python and cost most of a save.
+    """
     try:
         canonical = canonical_json(data)
     except (TypeError, ValueError) as error:
@@ -112,8 +137,13 @@ def encode(data: dict[str, Any], *, path: str, version: int = CURRENT_VERSION) -
         raise errors.CheckpointWriteError(
             path, f"cannot save state to {path}: data would not load back equal (tuples or non-string keys?)"
         )
-    envelope = {"format": FORMAT, "version": version, "checksum": checksum_of(data, version), "data": data}
-    return (json.dumps(envelope, indent=2, ensure_ascii=True, allow_nan=False) + "\n").encode("ascii")
+    body = json.dumps(data, separators=(",", ":"), ensure_ascii=True, allow_nan=False).encode("ascii")
+    head = b'{\n  "format": %s,\n  "version": %s,\n  "checksum": "%s",\n  "data": ' % (
+        _FORMAT_JSON,
+        json.dumps(version).encode("ascii"),
+        _checksum_over(canonical, version).encode("ascii"),
+    )
+    return head + body + b"\n}\n"
 
 
 def _reject_constant(name: str) -> None:
@@ -242,6 +272,9 @@ class CheckpointStore:
         self.version = version
         self.migrations = migrations
         self.keep_backup = keep_backup
+        # The bytes this store last read as valid or wrote at ``path``: a file still equal to them needs no
+        # second verification before it becomes the backup (the verification was most of a save's cost).
+        self._known_good: bytes | None = None
 
     @property
     def directory(self) -> Path:
@@ -266,15 +299,23 @@ class CheckpointStore:
                     "run numaguard recover-state (--mode from-backup or --mode quarantine)",
                 )
             return None
-        return decode(raw, path=str(self.path), version=self.version, migrations=self.migrations)
+        data = decode(raw, path=str(self.path), version=self.version, migrations=self.migrations)
+        self._known_good = raw
+        return data
 
     def status(self, path: Path | None = None) -> tuple[FileStatus, str]:
         """Classify the state file (or ``path``, e.g. the backup) without raising: for ``recover-state``."""
         target = self.path if path is None else path
         try:
             raw = self._read(target)
-            if raw is None:
-                return "missing", f"{target} does not exist"
+        except errors.CheckpointError as error:
+            return "corrupt", error.message
+        if raw is None:
+            return "missing", f"{target} does not exist"
+        return self._classify(raw, target)
+
+    def _classify(self, raw: bytes, target: Path) -> tuple[FileStatus, str]:
+        try:
             decode(raw, path=str(target), version=self.version, migrations=self.migrations)
         except errors.CheckpointVersionError as error:
             return "unsupported", error.message
@@ -303,6 +344,7 @@ class CheckpointStore:
                     if self.keep_backup:
                         self._keep_backup()
                     os.replace(temp, self.path)
+                    self._known_good = content
                 except OSError:
                     with contextlib.suppress(OSError):
                         temp.unlink()
@@ -315,7 +357,10 @@ class CheckpointStore:
     def remove_temp_files(self) -> list[Path]:
         """Delete temp files a crashed save left behind; returns what was removed."""
         removed = []
-        for leftover in self.directory.glob(f".{self.path.name}.tmp-*"):
+        prefix = f".{self.path.name}.tmp-"
+        with os.scandir(self.directory) as entries:
+            leftovers = [self.directory / entry.name for entry in entries if entry.name.startswith(prefix)]
+        for leftover in leftovers:
             with contextlib.suppress(FileNotFoundError):
                 leftover.unlink()
                 removed.append(leftover)
@@ -329,9 +374,15 @@ class CheckpointStore:
         return temp
 
     def _keep_backup(self) -> None:
-        status, detail = self.status()
-        if status == "missing":
-            return
+        try:
+            current = self._read(self.path)
+        except errors.CheckpointError as error:
+            status, detail = "corrupt", error.message
+        else:
+            if current is None:
+                return
+            # bytes this store wrote or loaded are known to verify; anything else is decoded first
+            status, detail = ("valid", "") if current == self._known_good else self._classify(current, self.path)
         if status != "valid":
             log.warning("state file not backed up: it does not verify", extra={"path": str(self.path), "why": detail})
             return

@@ -24,7 +24,8 @@ def read_pod(obj: object, *, what: str = "object") -> pod_model.Pod:
     if obj is None:
         raise errors.AdmissionDenied(f"the review carries no {what}", reason=REASON_BAD_REQUEST, code=400)
     try:
-        return pod_model.parse_pod(obj)
+        # the review's body was decoded for this request alone and nothing writes to it: no private copy needed
+        return pod_model.parse_pod(obj, copy_raw=False)
     except PodModelError as err:
         raise errors.AdmissionDenied(f"{what} is not a valid Pod: {err}", reason=REASON_BAD_REQUEST, code=400) from None
 
