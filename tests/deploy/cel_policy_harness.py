@@ -135,7 +135,7 @@ def _sum(values: object) -> object:
     items = list(_list(values))
     ints = [v for v in items if isinstance(v, int) and not isinstance(v, bool)]
     if len(ints) == len(items):
-        total = sum(ints)
+        total = sum(int(v) for v in ints)  # plain ints: ``in range`` on an int subclass scans the range
         if total not in _INT64:
             raise ValueError("overflow")
         return celtypes.IntType(total)

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import copy
 import json
+import subprocess
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -445,3 +447,9 @@ def test_the_optional_rbac_grants_exactly_the_verbs_the_publisher_uses(
     [rule] = role["rules"]
     assert (rule["apiGroups"], rule["resources"]) == ([nrt.GROUP], [nrt.PLURAL])
     assert set(rule["verbs"]) == {VERB_OF_CALL[call] for call in api.calls}
+
+
+def test_the_publisher_imports_without_loading_the_kubernetes_client() -> None:
+    probe = "import sys, enforcer.service.nrt_publisher; print('kubernetes' in sys.modules)"
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=True)
+    assert done.stdout.strip() == "False"
