@@ -14,12 +14,14 @@ import functools
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping
 from contextlib import asynccontextmanager
+from http import HTTPStatus
 from typing import Any
 
 import anyio
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from enforcer.cgroups import driver as cgdriver
 from enforcer.engine.node import PodConflictError, UnknownPodError
@@ -88,6 +90,19 @@ async def _validation_error(request: Request, error: Exception) -> JSONResponse:
     content = body.model_dump(by_alias=True)
     content["detail"] = [{"loc": list(d.get("loc", ())), "msg": d.get("msg"), "type": d.get("type")} for d in details]
     return JSONResponse(content, status_code=422)
+
+
+async def _http_error(request: Request, error: Exception) -> JSONResponse:
+    """The framework's own errors (unparseable bodies, unknown routes, wrong methods) as an ErrorBody too."""
+    assert isinstance(error, StarletteHTTPException)
+    reason = HTTPStatus(error.status_code).phrase.replace(" ", "") if error.status_code in _KNOWN_STATUS else "Error"
+    body = contract.ErrorBody(reason=reason, message=str(error.detail))
+    content = body.model_dump(by_alias=True)
+    content["detail"] = error.detail
+    return JSONResponse(content, status_code=error.status_code, headers=getattr(error, "headers", None))
+
+
+_KNOWN_STATUS = {s.value for s in HTTPStatus}
 
 
 Scope = MutableMapping[str, Any]
@@ -163,5 +178,6 @@ def create_app(
     app.include_router(ui.ui_router(deps.require_reader))
     app.add_exception_handler(EnforcerError, _enforcer_error)
     app.add_exception_handler(RequestValidationError, _validation_error)
+    app.add_exception_handler(StarletteHTTPException, _http_error)
     app.add_middleware(RequestTiming, metrics=metrics)
     return app

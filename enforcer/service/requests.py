@@ -10,6 +10,7 @@ the offending value.  Nothing here touches the engine.
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -20,6 +21,9 @@ from shared.errors import DomainError
 from shared.resources import PodResources
 
 POD_FIELD = "pod"
+
+
+_UID = re.compile(r"[0-9a-z](?:[0-9a-z-]{0,126}[0-9a-z])?")
 
 
 def _in_body(path: str | None) -> str:
@@ -52,6 +56,14 @@ def pod_resources(raw: Mapping[str, Any], *, pod_level_resources: bool, uid: str
     if not resources.uid:
         raise InvalidRequestError(
             "allocations are keyed by pod uid: metadata.uid is required (call at binding time, when the pod has one)",
+            field=_in_body("metadata.uid"),
+        )
+    if not _UID.fullmatch(resources.uid):
+        # The API server's uids are RFC 4122 UUIDs. Anything else could not be addressed as
+        # /allocations/{uid} ("/", "..") or name the pod's cgroups ("_" breaks the systemd slice name),
+        # so its CPUs would be held for good.
+        raise InvalidRequestError(
+            f"metadata.uid {resources.uid!r} is not a Kubernetes uid: lowercase letters, digits and '-' only",
             field=_in_body("metadata.uid"),
         )
     if not resources.name:

@@ -654,14 +654,9 @@ test_schemathesis_cases_from_the_openapi_document_never_crash_the_enforcer = sch
 test_schemathesis_cases_at_scale = schemathesis_test(40, slow=True)
 
 
-# -- findings: bugs the fuzzing found, pinned as strict xfails (they pass, and must be un-marked, once fixed) ------
+# -- findings: bugs the fuzzing found, fixed; these keep them fixed -------------------------------------------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: the enforcer accepts any metadata.uid; one with '/' or a dot segment is allocated (201) but no "
-    "/allocations/{uid} URL reaches it, so it can never be read or released over the API (its CPUs leak)",
-)
 @pytest.mark.parametrize("uid", ["a/b", ".."])
 def test_a_uid_the_api_cannot_address_is_refused_at_allocation(apps: Apps, uid: str) -> None:
     before = apps.state()
@@ -673,11 +668,6 @@ def test_a_uid_the_api_cannot_address_is_refused_at_allocation(apps: Apps, uid: 
         apps.release_all_but_holders()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: a uid with '_' is allocated (201) although no cgroup can be named for it (the kubelet forbids '_' "
-    "in cgroup name components): the pod's CPUs are held but its cgroups are never written",
-)
 def test_a_uid_that_cannot_name_a_cgroup_is_refused_at_allocation(apps: Apps) -> None:
     before = apps.state()
     response = apps.enforcer("POST", "/allocations", json=allocation_request(guaranteed_pod("u", 1, uid="a_b")))
@@ -688,11 +678,6 @@ def test_a_uid_that_cannot_name_a_cgroup_is_refused_at_allocation(apps: Apps) ->
         apps.release_all_but_holders()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: a body FastAPI cannot parse (nested deeper than the JSON decoder's limit) is answered 400 "
-    '{"detail": ...} instead of the ErrorBody every other non-2xx answer has (main.py claims the same shape)',
-)
 def test_a_body_nested_too_deeply_is_answered_with_an_error_body(apps: Apps) -> None:
     depth = 100_000
     response = apps.enforcer(
