@@ -26,6 +26,9 @@ from shared.errors import DomainError
 from shared.resources import PodResources, QOSClass
 
 ANNOTATION_PREFIX = "numaguard.io/"
+# Request header: how many milliseconds the caller will still wait for this answer.  The enforcer
+# does not decide a request whose budget ran out before its turn (the caller has given up on it).
+BUDGET_HEADER = "X-Numaguard-Budget-Ms"
 # The node's allocation of the pod, an :class:`Allocation` as JSON (written by the enforcer).
 ALLOCATION_ANNOTATION = ANNOTATION_PREFIX + "allocation"
 # The node the webhook saw the pod bound to (recorded at pods/binding, copied onto the pod: K4).

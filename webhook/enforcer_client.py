@@ -40,6 +40,9 @@ from webhook.metrics import WebhookMetrics
 log = logging.getLogger("webhook.enforcer_client")
 
 _RETRYABLE_STATUS = frozenset({502, 503, 504})
+# How long the caller will still wait, in milliseconds: the enforcer refuses to decide a request whose
+# budget ran out before its turn came, so no allocation is made for a binding the webhook already denied.
+BUDGET_HEADER = contract.BUDGET_HEADER
 # The enforcer's own authentication refusals; every other 403 reason is a node refusing the pod.
 _AUTH_REASONS = frozenset({"Unauthorized", "Forbidden"})
 _MODEL = TypeVar("_MODEL", contract.Allocation, contract.ResizeResult)
@@ -84,6 +87,33 @@ class EnforcerClient:
             request_id=request_id,
         )
         return self._parse(response, contract.Allocation, node=node, call="allocate", ok=(200, 201))
+
+    async def release(self, base_url: str, uid: str, *, node: str, budget: float, request_id: str = "") -> None:
+        """Release the pod's allocation (idempotent); errors are raised like the other calls."""
+        started = time.monotonic()
+        headers = {"Accept": "application/json", BUDGET_HEADER: str(int(budget * 1000))}
+        if request_id:
+            headers["X-Request-Id"] = request_id
+        extensions = {"sni_hostname": self._server_name} if self._server_name else None
+        try:
+            async with asyncio.timeout(budget):
+                response = await self._client.delete(
+                    f"{base_url}/allocations/{quote(uid, safe='')}",
+                    headers=headers,
+                    timeout=httpx.Timeout(budget),
+                    extensions=extensions,
+                )
+        except (TimeoutError, httpx.TimeoutException):
+            failure: errors.EnforcerError = _timed_out(node, budget)
+        except httpx.HTTPError as err:
+            failure = errors.EnforcerUnavailable(f"the enforcer on node {node} is unreachable: {err}", node=node)
+        else:
+            self._observe("release", f"{response.status_code // 100}xx", started)
+            if response.status_code != 200:
+                raise _status_error(response, node=node)
+            return
+        self._observe("release", failure.kind, started, error_kind=failure.kind)
+        raise failure
 
     async def resize(
         self,
@@ -135,6 +165,7 @@ class EnforcerClient:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 break
+            headers[BUDGET_HEADER] = str(max(1, int(remaining * 1000)))
             try:
                 async with asyncio.timeout(remaining):
                     response = await self._client.post(

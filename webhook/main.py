@@ -33,6 +33,7 @@ from fastapi.responses import JSONResponse
 from servicekit import tls
 from webhook import discovery, enforcer_client, errors, pod_cache, routes
 from webhook import settings as settings_module
+from webhook.handlers import pod_binding
 from webhook.metrics import WebhookMetrics
 from webhook.services import Services
 from webhook.settings import WebhookSettings
@@ -138,6 +139,7 @@ def create_app(settings: WebhookSettings, *, components: Components | None = Non
         finally:
             for watch in watches:
                 await asyncio.to_thread(watch.stop)  # joins the watch thread: keep the loop free meanwhile
+            await pod_binding.finish_pending_releases()  # before the client they use is closed
             await client.aclose()
 
     app = FastAPI(title="numaguard webhook", lifespan=lifespan, docs_url=None, redoc_url=None, openapi_url=None)

@@ -15,13 +15,16 @@ pod's resources.  Sources, tried in order by :class:`ChainedLookup`:
   (:mod:`webhook.kube`), the only source that survives replicas and restarts.
 
 Only what the pod models read is kept (:func:`shared.pod.parse_pod` then a
-dump), so a cache of thousands of pods stays small.  The caches are bounded
-(least recently used first out) and guarded by a lock: watch threads write,
-the event loop reads.  This module must not import the Kubernetes client.
+dump), as compact JSON rather than nested dicts: under a kilobyte for a
+typical pod, decoded only when a binding needs it, and nothing for the
+garbage collector to walk in a cache of thousands of pods.  The caches are
+bounded (least recently used first out) and guarded by a lock: watch threads
+write, the event loop reads.  This module must not import the Kubernetes client.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import threading
 from collections import OrderedDict
@@ -41,24 +44,35 @@ RANDOM_SUFFIX_LENGTH = 5
 
 @dataclass(frozen=True, slots=True)
 class SeenPod:
-    """A pod as the enforcer will receive it; ``obj`` is a trimmed Pod object (treat it as read-only)."""
+    """A pod as the enforcer will receive it: the trimmed Pod object, kept as compact JSON (``document``).
+
+    ``fingerprint`` tells apart pods filed by ``generateName`` (the only ones
+    compared); it is empty for the others.
+    """
 
     namespace: str
     name: str
     generate_name: str
     uid: str
-    obj: Mapping[str, Any]
+    document: bytes
     source: Source
     fingerprint: str
 
+    @property
+    def obj(self) -> dict[str, Any]:
+        """The trimmed Pod object, filed under :attr:`namespace` (a fresh copy at every call)."""
+        obj: dict[str, Any] = json.loads(self.document)
+        obj["metadata"]["namespace"] = self.namespace
+        return obj
+
     def with_identity(self, *, name: str, uid: str) -> dict[str, Any]:
         """A copy of the object naming the pod as the binding does (mutate-time copies lack both)."""
-        obj = json.loads(json.dumps(self.obj))
+        obj = self.obj
         metadata = obj.setdefault("metadata", {})
         metadata["name"] = name or metadata.get("name", "")
         metadata["uid"] = uid or metadata.get("uid", "")
         metadata["namespace"] = self.namespace
-        return dict(obj)
+        return obj
 
 
 class PodLookup(Protocol):
@@ -78,29 +92,44 @@ def trimmed(raw: Mapping[str, Any], *, namespace: str, source: Source) -> SeenPo
 
 def from_pod(parsed: pod_model.Pod, *, namespace: str, source: Source) -> SeenPod:
     """An already parsed pod, trimmed to what the pod models read (``namespace`` wins when given)."""
-    obj = parsed.model_dump(mode="json", by_alias=True, exclude_none=True)
     ns = namespace or parsed.metadata.namespace or "default"
-    obj["metadata"]["namespace"] = ns
+    name, generate_name = parsed.metadata.name, parsed.metadata.generate_name
     return SeenPod(
         namespace=ns,
-        name=parsed.metadata.name,
-        generate_name=parsed.metadata.generate_name,
+        name=name,
+        generate_name=generate_name,
         uid=parsed.metadata.uid,
-        obj=obj,
+        document=_document(parsed),
         source=source,
-        fingerprint=_fingerprint(obj),
+        fingerprint=_fingerprint(_dump(parsed)) if generate_name and not name else "",
     )
 
 
+def _dump(parsed: pod_model.Pod) -> dict[str, Any]:
+    return parsed.model_dump(mode="json", by_alias=True, exclude_none=True)
+
+
+def _document(parsed: pod_model.Pod) -> bytes:
+    """The trimmed object as JSON: what ``json.dumps`` of :func:`_dump` reads back as, produced without the dicts."""
+    try:
+        return parsed.model_dump_json(by_alias=True, exclude_none=True).encode()
+    except ValueError:  # pydantic's serialisation error: a lone surrogate ("\ud800") is no UTF-8; json escapes it
+        return json.dumps(_dump(parsed)).encode()
+
+
 def _fingerprint(obj: Mapping[str, Any]) -> str:
-    """What an allocation depends on: containers' names, roles and resources, pod-level resources, overhead."""
+    """What an allocation depends on: containers' names, roles and resources, pod-level resources, overhead.
+
+    A digest of their canonical JSON: equal exactly when they are (up to a hash collision), in 32 characters.
+    """
     spec = obj.get("spec", {})
 
     def containers(key: str) -> list[Any]:
         return [[c.get("name"), c.get("restartPolicy"), c.get("resources")] for c in spec.get(key, [])]
 
     doc = [containers("initContainers"), containers("containers"), spec.get("resources"), spec.get("overhead")]
-    return json.dumps(doc, sort_keys=True, separators=(",", ":"))
+    canonical = json.dumps(doc, sort_keys=True, separators=(",", ":"))
+    return hashlib.blake2b(canonical.encode("ascii"), digest_size=16).hexdigest()  # json.dumps escaped non-ASCII
 
 
 def generated_base(generate_name: str) -> str:

@@ -358,6 +358,36 @@ async def test_binding_is_allowed_with_a_warning_when_unreachable_enforcers_are_
     assert "unreachable" in response["warnings"][0]
 
 
+async def test_a_binding_that_timed_out_is_denied_and_its_allocation_released_afterwards(
+    make_app: AppFactory, enforcer: FakeEnforcer
+) -> None:
+    """The node may decide after the webhook gave up; the denied binding must not leave CPUs held there."""
+    seen: list[httpx.Request] = []
+
+    async def slow_then_release(request: httpx.Request) -> httpx.Response:
+        seen.append(request)
+        if request.method == "POST":
+            assert int(request.headers[contract.BUDGET_HEADER]) > 0  # the node learns how long we wait
+            raise httpx.ReadTimeout("no answer in time", request=request)
+        return httpx.Response(200, json={"released": True})
+
+    from webhook import discovery, main
+    from webhook.handlers import pod_binding
+    from webhook.settings import WebhookSettings
+
+    components = main.Components(
+        enforcer_transport=httpx.MockTransport(slow_then_release),
+        directory=discovery.StaticDirectory({NODE: "https://node-a.enforcers.test:8443"}),
+    )
+    app = main.create_app(WebhookSettings(enforcer_retries=0), components=components)
+    response = await _bind_unreachable(app)  # the app's shutdown waits for the release
+    assert not pod_binding._PENDING_RELEASES
+    assert response["allowed"] is False
+    assert response["status"]["reason"] == "EnforcerUnavailable"
+    assert [r.method for r in seen] == ["POST", "DELETE"]
+    assert seen[1].url.path.startswith("/allocations/")
+
+
 # -- pods/resize and UPDATE ----------------------------------------------------------------------------
 
 

@@ -14,12 +14,16 @@ NoneOnDryRun).  The review is allowed with a warning saying so.
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
+import logging
 
 from shared import contract
 from webhook import binding, decision, errors, review
 from webhook.handlers import common
 from webhook.services import Services
+
+log = logging.getLogger(__name__)
 
 
 async def handle(
@@ -63,5 +67,38 @@ async def _allocate(target: binding.BindingTarget, *, request_id: str, services:
     except errors.EnforcerRefused as err:
         return binding.refused(err, target)
     except errors.EnforcerError as err:  # unreachable, timed out, 404 or a reply outside the contract
+        if isinstance(err, errors.EnforcerTimeout) and settings.failure_mode == "deny":
+            # The node may still decide after we gave up; the binding is denied, so give back what it holds.
+            _release_later(services, url, target, request_id)
         return decision.enforcer_unavailable(err, failure_mode=settings.failure_mode, action=action)
     return binding.allocated(allocation, target)
+
+
+_PENDING_RELEASES: set[asyncio.Task[None]] = set()
+RELEASE_BUDGET_SECONDS = 5.0
+
+
+async def finish_pending_releases() -> None:
+    """Wait for releases still in flight (app shutdown), each bounded by its own budget."""
+    if _PENDING_RELEASES:
+        await asyncio.gather(*_PENDING_RELEASES, return_exceptions=True)
+
+
+def _release_later(services: Services, url: str, target: binding.BindingTarget, request_id: str) -> None:
+    """Best effort, after answering: the enforcer also refuses to decide past our budget, and in a
+    cluster it releases allocations whose pod never shows up bound to its node."""
+
+    async def release() -> None:
+        try:
+            await services.client.release(
+                url, target.uid, node=target.node, budget=RELEASE_BUDGET_SECONDS, request_id=request_id
+            )
+        except errors.EnforcerError as err:
+            log.warning(
+                "release after a timed-out binding failed",
+                extra={"uid": target.uid, "node": target.node, "error": err.message},
+            )
+
+    task = asyncio.get_running_loop().create_task(release())
+    _PENDING_RELEASES.add(task)  # keep a reference until it finishes
+    task.add_done_callback(_PENDING_RELEASES.discard)
