@@ -93,12 +93,13 @@ def _default_hugepage_pod_limits(pod: Requirements[Amount], agg_limits: Mapping[
     """R5.3: a hugepages limit the containers set but the pod does not becomes the aggregate."""
     if not pod.limits and not pod.requests:
         return pod
-    limits = dict(pod.limits)
-    for name, value in agg_limits.items():
-        # upstream leaves the limit alone when the pod already requests that size
-        if is_hugepages(name) and name not in pod.requests:
-            limits.setdefault(name, value)
-    return replace(pod, limits=limits)
+    # upstream leaves the limit alone when the pod already requests that size
+    added = {
+        name: value
+        for name, value in agg_limits.items()
+        if is_hugepages(name) and name not in pod.requests and name not in pod.limits
+    }
+    return replace(pod, limits={**pod.limits, **added}) if added else pod  # unchanged: the same value, no copy
 
 
 def _default_pod_requests(pod: Requirements[Amount], agg_requests: Mapping[str, Amount]) -> Requirements[Amount]:
@@ -112,7 +113,7 @@ def _default_pod_requests(pod: Requirements[Amount], agg_requests: Mapping[str, 
     for name, value in pod.limits.items():
         if name not in requests and is_supported_pod_level_resource(name):
             requests[name] = value
-    return replace(pod, requests=requests)
+    return replace(pod, requests=requests) if len(requests) != len(pod.requests) else pod
 
 
 def _default_pod_limits(
@@ -139,7 +140,7 @@ def _default_pod_limits(
             and all(name in c.requirements.limits for c in containers)
         ):
             limits[name] = value
-    return replace(pod, limits=limits)
+    return replace(pod, limits=limits) if len(limits) != len(pod.limits) else pod
 
 
 def apply_defaults(pod: PodResources, *, pod_level_resources: bool = True) -> PodResources:

@@ -28,7 +28,7 @@ from __future__ import annotations
 import copy
 import functools
 from collections.abc import Mapping
-from typing import Annotated, Any, TypeAlias
+from typing import Annotated, Any, Self, TypeAlias, TypeVar
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PrivateAttr, ValidationError
 from pydantic.alias_generators import to_camel
@@ -45,6 +45,8 @@ from shared.resources import (
 )
 
 MIRROR_POD_ANNOTATION = "kubernetes.io/config.mirror"
+_DERIVED = "__numaguard_derived__"  # the instance __dict__ key of Pod's derived values
+_T = TypeVar("_T")
 WINDOWS = "windows"
 
 
@@ -198,14 +200,23 @@ class Pod(_APIModel):
     status: PodStatus = Field(default_factory=PodStatus)
 
     _raw: dict[str, Any] = PrivateAttr(default_factory=dict)
-    # by the PodLevelResources gate: what requirement_quantities / to_resources computed for this (frozen) pod
-    _quantities: dict[bool, RequirementQuantities] = PrivateAttr(default_factory=dict)
-    _resources: dict[bool, PodResources] = PrivateAttr(default_factory=dict)
 
-    def model_copy(self, *, update: Mapping[str, Any] | None = None, deep: bool = False) -> Pod:
+    def _derived(self, what: str, pod_level_resources: bool) -> Any:
+        """What ``what`` computed for this pod and gate, or None.
+
+        Kept in the instance ``__dict__`` beside the fields, where pydantic tolerates derived values (as it does
+        ``functools.cached_property``): equality, dumps and reprs ignore them, unlike private attributes.
+        """
+        return self.__dict__.get(_DERIVED, {}).get((what, pod_level_resources))
+
+    def _remember(self, what: str, pod_level_resources: bool, value: _T) -> _T:
+        self.__dict__.setdefault(_DERIVED, {})[(what, pod_level_resources)] = value
+        return value
+
+    def model_copy(self, *, update: Mapping[str, Any] | None = None, deep: bool = False) -> Self:
         """A copy with ``update`` applied; it derives its own quantities (the update may change them)."""
         copied = super().model_copy(update=update, deep=deep)
-        copied._quantities, copied._resources = {}, {}
+        copied.__dict__.pop(_DERIVED, None)
         return copied
 
     @property
@@ -239,9 +250,9 @@ class Pod(_APIModel):
     def requirement_quantities(self, *, pod_level_resources: bool = True) -> RequirementQuantities:
         """Exact quantities of every container (order of :meth:`containers_with_paths`) and of
         ``spec.resources``, AFTER the API server's defaulting.  Raises ``QuantityError`` with the path."""
-        known = self._quantities.get(pod_level_resources)
+        known: RequirementQuantities | None = self._derived("quantities", pod_level_resources)
         if known is None:
-            known = self._quantities[pod_level_resources] = self._requirement_quantities(pod_level_resources)
+            known = self._remember("quantities", pod_level_resources, self._requirement_quantities(pod_level_resources))
         containers, stanza = known
         return list(containers), stanza  # a list of its own: the memo must not change under the caller
 
@@ -259,9 +270,9 @@ class Pod(_APIModel):
         With the PodLevelResources gate off, ``spec.resources`` is dropped as the API
         server's strategy drops it on create (V11).  Computed once per pod and gate (the view is frozen).
         """
-        known = self._resources.get(pod_level_resources)
+        known: PodResources | None = self._derived("resources", pod_level_resources)
         if known is None:
-            known = self._resources[pod_level_resources] = self._to_resources(pod_level_resources)
+            known = self._remember("resources", pod_level_resources, self._to_resources(pod_level_resources))
         return known
 
     def _to_resources(self, pod_level_resources: bool) -> PodResources:

@@ -151,7 +151,7 @@ def _parse_text(text: str) -> Quantity | _Invalid:
     # The API server keeps nano precision and rounds anything finer up.
     value = _round_up_to_nano(value)
     if sign == "-":
-        value = -value
+        value = _CTX.minus(value)  # ``-value`` would round to the default context's 28 digits
     return Quantity(value=value, format=fmt)
 
 

@@ -107,17 +107,26 @@ def validate_pod_resources(
     is reported alone (one violation per bad value).  ``pod_level_resources`` is
     the PodLevelResources gate: off, ``spec.resources`` is dropped, not validated (V11).
     """
-    syntax = quantity_syntax_violations(pod)
-    if syntax:
-        return syntax
-    containers, stanza = pod.requirement_quantities(pod_level_resources=pod_level_resources)
+    # The (remembered) requirements parse every container and pod-level quantity: when they can be read, only
+    # spec.overhead is left to check, so the walk over every value runs only where an error is to be reported.
+    try:
+        containers, stanza = pod.requirement_quantities(pod_level_resources=pod_level_resources)
+    except QuantityError:
+        return quantity_syntax_violations(pod)
+    if pod.spec.overhead:
+        syntax = quantity_syntax_violations(pod)
+        if syntax:
+            return syntax
     entries = list(zip(pod.containers_with_paths(), containers, strict=True))
     violations: list[FieldViolation] = []
     # upstream order: containers, then initContainers, then ephemeral, then pod-level
     ordered = [e for e in entries if e[0][0] == "app"] + [e for e in entries if e[0][0] != "app"]
     for (_, path, container), requirements in ordered:
         violations += _requirements_violations(
-            requirements.requirements, f"{path}.resources", _checked_container_resource_name, allow_indivisible_hugepages
+            requirements.requirements,
+            f"{path}.resources",
+            _checked_container_resource_name,
+            allow_indivisible_hugepages,
         )
         violations += _resize_policy_violations(container, f"{path}.resizePolicy", pod.spec.restart_policy)
     for i, ephemeral in enumerate(pod.spec.ephemeral_containers):

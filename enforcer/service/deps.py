@@ -3,14 +3,17 @@
 Tests replace these through ``app.dependency_overrides`` (an in-process
 ``httpx.ASGITransport`` has no TLS connection, so no client certificate).
 They are ``async`` because they never block: FastAPI would otherwise send each
-one through its thread pool, a thread hop per dependency per request.
+one through its thread pool, a thread hop per dependency per request.  Each is
+one flat function reading the request itself (the authenticator from the app's
+state, the ``Authorization`` header from the headers): every sub-dependency or
+declared header parameter costs a resolution step on every request.
 """
 
 from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import Depends, Header, Request
+from fastapi import Depends, Request
 
 from enforcer.service import auth
 from enforcer.service.node_service import NodeService
@@ -22,27 +25,21 @@ async def get_service(request: Request) -> NodeService:
     return service
 
 
-async def get_authenticator(request: Request) -> auth.Authenticator:
+def _authorize(request: Request, access: auth.Access) -> auth.Caller:
     authenticator: auth.Authenticator = request.app.state.authenticator
-    return authenticator
+    return authenticator.authorize(
+        access, peer=tls.peer_certificate(request.scope), authorization=request.headers.get("authorization")
+    )
 
 
-async def require_reader(
-    request: Request,
-    authenticator: Annotated[auth.Authenticator, Depends(get_authenticator)],
-    authorization: Annotated[str | None, Header(include_in_schema=False)] = None,
-) -> auth.Caller:
+async def require_reader(request: Request) -> auth.Caller:
     """A verified client certificate or the bearer token."""
-    return authenticator.authorize("read", peer=tls.peer_certificate(request.scope), authorization=authorization)
+    return _authorize(request, "read")
 
 
-async def require_writer(
-    request: Request,
-    authenticator: Annotated[auth.Authenticator, Depends(get_authenticator)],
-    authorization: Annotated[str | None, Header(include_in_schema=False)] = None,
-) -> auth.Caller:
+async def require_writer(request: Request) -> auth.Caller:
     """A verified client certificate (tokens are for reading only)."""
-    return authenticator.authorize("write", peer=tls.peer_certificate(request.scope), authorization=authorization)
+    return _authorize(request, "write")
 
 
 Service = Annotated[NodeService, Depends(get_service)]

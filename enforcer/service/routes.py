@@ -1,8 +1,11 @@
 """The enforcer's HTTP API: parse, call the service, serialise; nothing else.
 
 Errors are raised as typed exceptions and mapped to status codes and
-``ErrorBody`` in one place (``main``).  Handlers are plain functions: FastAPI
-runs them in its thread pool, and the service's lock serialises the decisions.
+``ErrorBody`` in one place (``main``).  The state-changing handlers are
+coroutines: they decide on the event loop (the service's lock serialises the
+decisions) and then await the durable write without holding a thread, so a
+change costs no thread hand-off and a finished group commit wakes no sleeping
+threads.  Reads are plain functions FastAPI runs in its thread pool.
 Bodies are serialised here, once, from the models the service built (the
 ``response_model`` declarations document them in OpenAPI): FastAPI would
 otherwise dump each model, validate the dump again and serialise it, which is
@@ -55,13 +58,13 @@ def _json(body: BaseModel, status_code: int = 200) -> Response:
         **UNAVAILABLE,
     },
 )
-def allocate(body: contract.AllocationRequest, service: Service, _: Writer) -> Any:
+async def allocate(body: contract.AllocationRequest, service: Service, _: Writer) -> Any:
     if body.node_name != service.node_name:
         raise WrongNodeError(
             f"this enforcer serves node {service.node_name!r}, not {body.node_name!r}", field="nodeName"
         )
     pod = requests.pod_resources(body.pod, pod_level_resources=service.config.gates.pod_level_resources)
-    outcome = service.allocate(pod)
+    outcome = await service.allocate_async(pod)
     return _json(outcome.allocation, 201 if outcome.created else 200)
 
 
@@ -96,8 +99,8 @@ def get_allocation(uid: str, service: Service, _: Reader) -> Any:
     summary="Release a pod's allocation (idempotent: released=false when nothing was held)",
     responses={**UNAUTHENTICATED, **FORBIDDEN, **UNAVAILABLE},
 )
-def release(uid: str, service: Service, _: Writer) -> Any:
-    return _json(service.release(uid))
+async def release(uid: str, service: Service, _: Writer) -> Any:
+    return _json(await service.release_async(uid))
 
 
 @router.post(
@@ -107,7 +110,7 @@ def release(uid: str, service: Service, _: Writer) -> Any:
     summary="Decide (and apply) an in-place resize: Accepted, Deferred or Infeasible",
     responses={**UNAUTHENTICATED, **FORBIDDEN, **NOT_FOUND, **INVALID, **UNAVAILABLE},
 )
-def resize(
+async def resize(
     uid: str,
     body: contract.ResizeRequest,
     service: Service,
@@ -115,7 +118,7 @@ def resize(
     dry_run: Annotated[bool, Query(alias="dryRun", description="only judge feasibility; change nothing")] = False,
 ) -> Any:
     desired = requests.pod_resources(body.pod, pod_level_resources=service.config.gates.pod_level_resources, uid=uid)
-    return _json(service.resize(uid, desired, dry_run=dry_run))
+    return _json(await service.resize_async(uid, desired, dry_run=dry_run))
 
 
 @router.get(

@@ -18,8 +18,10 @@ from dataclasses import dataclass, field
 from enforcer.cgroups import driver as cgdriver
 from enforcer.errors import ConfigError
 from enforcer.service import kube, startup
+from enforcer.service.cluster_status import ClusterStatus, KubernetesPodAnnotator
 from enforcer.service.metrics import EnforcerMetrics
 from enforcer.service.node_service import NodeService
+from enforcer.service.nrt_publisher import NodeResourceTopologyPublisher
 from enforcer.service.settings import EnforcerSettings
 from enforcer.state import checkpoint
 from enforcer.state import errors as state_errors
@@ -32,11 +34,14 @@ class RunningNode:
     service: NodeService
     claim: checkpoint.StateClaim
     watcher: kube.PodWatcher | None = None
+    cluster_status: ClusterStatus | None = None
     _stop: threading.Event = field(default_factory=threading.Event)
     _threads: list[threading.Thread] = field(default_factory=list)
 
     def stop(self) -> None:
         self._stop.set()
+        if self.cluster_status is not None:
+            self.cluster_status.poke()  # wake its loop so it sees the stop
         self.service.reconciler.stop()
         for thread in self._threads:
             thread.join(timeout=2.0)  # a watch blocked on the API server ends with its window; it is a daemon
@@ -50,6 +55,7 @@ def start(
     *,
     driver: cgdriver.CgroupDriver | None = None,
     pod_source: kube.PodSource | None = None,
+    cluster_status: ClusterStatus | None = None,
 ) -> RunningNode:
     """Everything the API needs, running; raises ConfigError when the node cannot work as configured."""
     topology = startup.load_topology(settings)
@@ -87,8 +93,25 @@ def start(
         thread = threading.Thread(target=node.watcher.run, args=(node._stop,), name="pod-watch", daemon=True)
         thread.start()
         node._threads.append(thread)
+        status = cluster_status or _cluster_status(settings, service)
+        status_thread = threading.Thread(target=status.run, args=(node._stop,), name="cluster-status", daemon=True)
+        status_thread.start()
+        node._threads.append(status_thread)
+        node.cluster_status = status
     log.info("enforcer started", extra=startup.describe(settings, topology))
     return node
+
+
+def _cluster_status(settings: EnforcerSettings, service: NodeService) -> ClusterStatus:
+    """NodeResourceTopology and resize annotations; without API access the node still works, so log and skip."""
+    documents: NodeResourceTopologyPublisher | None = None
+    annotator: KubernetesPodAnnotator | None = None
+    try:
+        documents = NodeResourceTopologyPublisher.in_cluster(settings.node_name)
+        annotator = KubernetesPodAnnotator()
+    except Exception as err:  # kubernetes.config.ConfigException and friends, translated at the boundary
+        log.warning("cluster status publishing is off", extra={"error": f"{type(err).__name__}: {err}"})
+    return ClusterStatus(service, documents=documents, annotator=annotator)
 
 
 def _cluster_source(settings: EnforcerSettings) -> kube.PodSource:
