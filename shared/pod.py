@@ -45,9 +45,9 @@ from shared.resources import (
 )
 
 MIRROR_POD_ANNOTATION = "kubernetes.io/config.mirror"
+WINDOWS = "windows"
 _DERIVED = "__numaguard_derived__"  # the instance __dict__ key of Pod's derived values
 _T = TypeVar("_T")
-WINDOWS = "windows"
 
 
 def _quantity_text(value: object) -> object:

@@ -61,6 +61,13 @@ class StateWriteError(ServiceError):
     reason = "StateWriteFailed"
 
 
+class DeadlineExceededError(ServiceError):
+    """The caller's budget (``X-Numaguard-Budget-Ms``) ran out before the request's turn: nothing was decided,
+    because the caller (a webhook whose binding already timed out) will not act on the answer."""
+
+    reason = "DeadlineExceeded"
+
+
 class NotReadyError(ServiceError):
     """The service is still starting (topology or state not loaded yet)."""
 

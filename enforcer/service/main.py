@@ -47,6 +47,7 @@ _STATUS: tuple[tuple[type[EnforcerError], int], ...] = (
     (service_errors.StateUnavailableError, 503),
     (service_errors.StateWriteError, 503),
     (service_errors.NotReadyError, 503),
+    (service_errors.DeadlineExceededError, 503),
 )
 
 

@@ -54,6 +54,7 @@ from enforcer.engine.view import PodView
 from enforcer.service import legality, models, wire
 from enforcer.service.errors import (
     AdmissionRefusedError,
+    DeadlineExceededError,
     IllegalResizeError,
     StateUnavailableError,
     StateWriteError,
@@ -394,12 +395,22 @@ class NodeService:
             self._await_durable(allocated.seq)
         return self._allocated(pod, allocated)
 
-    async def allocate_async(self, pod: PodResources) -> AllocateOutcome:
-        """:meth:`allocate` on the event loop (taking the lock there is fine: it is only ever held briefly)."""
+    async def allocate_async(self, pod: PodResources, *, deadline: float | None = None) -> AllocateOutcome:
+        """:meth:`allocate` on the event loop (taking the lock there is fine: it is only ever held briefly).
+
+        ``deadline`` (``time.monotonic()``): past it a NEW pod is not decided (DeadlineExceededError), so a
+        caller that gave up never leaves an allocation behind; a known pod still gets its allocation."""
         with self._lock:
+            if deadline is not None and time.monotonic() > deadline and not self._holds(pod.uid):
+                raise DeadlineExceededError(
+                    f"the caller's time budget for pod {pod.key} ran out before its turn; nothing was allocated"
+                )
             allocated = self._decide_allocation(pod)
         await self._await_durable_async(allocated.seq)
         return self._allocated(pod, allocated)
+
+    def _holds(self, uid: str) -> bool:
+        return self._engine is not None and uid in self._engine.state.pods
 
     def _decide_allocation(self, pod: PodResources) -> _Allocated:
         with self._timed("allocate"):

@@ -14,9 +14,10 @@ most of a request's cost on the allocation path.
 
 from __future__ import annotations
 
+import time
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Query, Response
+from fastapi import APIRouter, Header, Query, Response
 from pydantic import BaseModel
 
 from enforcer.service import models, requests
@@ -34,6 +35,8 @@ UNAVAILABLE: Responses = {
 }
 INVALID: Responses = {422: {**ERROR, "description": "Malformed request or pod; `field` names the offending value"}}
 NOT_FOUND: Responses = {404: {**ERROR, "description": "No allocation for this pod uid"}}
+
+_BUDGET_SHARE = 0.9
 
 router = APIRouter()
 
@@ -58,13 +61,22 @@ def _json(body: BaseModel, status_code: int = 200) -> Response:
         **UNAVAILABLE,
     },
 )
-async def allocate(body: contract.AllocationRequest, service: Service, _: Writer) -> Any:
+async def allocate(
+    body: contract.AllocationRequest,
+    service: Service,
+    _: Writer,
+    budget_ms: Annotated[
+        int | None, Header(alias=contract.BUDGET_HEADER, ge=1, description="How long the caller still waits (ms)")
+    ] = None,
+) -> Any:
+    # decide nothing the caller will no longer wait for (a little early: its answer must still travel back)
+    deadline = None if budget_ms is None else time.monotonic() + budget_ms / 1000 * _BUDGET_SHARE
     if body.node_name != service.node_name:
         raise WrongNodeError(
             f"this enforcer serves node {service.node_name!r}, not {body.node_name!r}", field="nodeName"
         )
     pod = requests.pod_resources(body.pod, pod_level_resources=service.config.gates.pod_level_resources)
-    outcome = await service.allocate_async(pod)
+    outcome = await service.allocate_async(pod, deadline=deadline)
     return _json(outcome.allocation, 201 if outcome.created else 200)
 
 

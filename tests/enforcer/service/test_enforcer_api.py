@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -20,7 +21,9 @@ from service_fixtures import (
 )
 
 from enforcer.cgroups import recording
-from enforcer.service import auth, deps, main
+from enforcer.service import auth, deps, main, requests
+from enforcer.service import errors as service_errors
+from shared import contract
 
 pytestmark = pytest.mark.anyio
 
@@ -290,3 +293,24 @@ async def test_a_change_that_cannot_be_saved_is_rolled_back_and_answered_503(
         state_dir.unlink()
         (tmp_path / "state-away").rename(state_dir)
     assert (await api.post("/allocations", json=allocation_request(pod("burstable-web")))).status_code == 201
+
+
+async def test_a_new_pod_whose_callers_budget_ran_out_is_not_allocated(api: httpx.AsyncClient) -> None:
+    """A webhook that gave up on a binding must not leave CPUs held: past its deadline nothing is decided."""
+    raw = pod("tightly-coupled-database")
+    service = api.app.state.service  # type: ignore[attr-defined]
+    resources = requests.pod_resources(raw, pod_level_resources=True)
+    with pytest.raises(service_errors.DeadlineExceededError):
+        await service.allocate_async(resources, deadline=time.monotonic() - 1)
+    assert service.allocations().items == []
+    on_time = await api.post("/allocations", json=allocation_request(raw), headers={contract.BUDGET_HEADER: "3000"})
+    assert on_time.status_code == 201
+    # a retry of a pod the node already holds is answered even when late: nothing new is decided
+    again = await service.allocate_async(resources, deadline=time.monotonic() - 1)
+    assert again.created is False
+
+
+async def test_a_budget_header_that_is_not_a_positive_number_is_a_422(api: httpx.AsyncClient) -> None:
+    raw = pod("tightly-coupled-database")
+    response = await api.post("/allocations", json=allocation_request(raw), headers={contract.BUDGET_HEADER: "0"})
+    assert response.status_code == 422
