@@ -19,7 +19,6 @@ Callers serialise access (the enforcer holds a lock around every call).
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -545,7 +544,3 @@ def _pending_from_dict(raw: dict[str, Any]) -> dict[str, PendingResize]:
         uid: PendingResize(podcodec.from_dict(p["desired"]), str(p["reason"]), str(p["message"]), int(p["sequence"]))
         for uid, p in raw.items()
     }
-
-
-def iter_keys(views: Iterable[PodView]) -> list[str]:
-    return [v.key for v in views]

@@ -7,20 +7,11 @@ commit only when the whole pod was admitted (a refused pod leaves no trace).
 
 from __future__ import annotations
 
-from typing import Any, Literal, Protocol
+from typing import Any, Protocol
 
 from enforcer.counters import AllocationCounters
 from enforcer.topology.hints import ProviderHints, TopologyHint
-from shared.cpuset import CPUSet
 from shared.resources import ContainerResources, PodResources
-
-IsolationLevel = Literal["container", "pod", "host"]
-
-
-class ManagerState(Protocol):
-    def copy(self) -> Any: ...
-
-    def to_dict(self) -> dict[str, Any]: ...
 
 
 class ResourcePolicy(Protocol):
@@ -48,15 +39,3 @@ class ResourcePolicy(Protocol):
     ) -> None: ...
 
     def remove_container(self, state: Any, pod_uid: str, container_name: str) -> None: ...
-
-
-class CPUReadout(Protocol):
-    """The CPU manager's read side used for reporting."""
-
-    def container_cpus(self, state: Any, pod_uid: str, container_name: str) -> CPUSet | None: ...
-
-    def pod_cpus(self, state: Any, pod_uid: str) -> CPUSet | None: ...
-
-    def default_cpus(self, state: Any) -> CPUSet: ...
-
-    def isolation_level(self, state: Any, pod: PodResources, container: ContainerResources) -> IsolationLevel: ...
