@@ -28,7 +28,7 @@ from enforcer.engine.config import NodeConfig
 from enforcer.engine.policies import ResourcePolicy
 from enforcer.engine.view import Assignment, ContainerView, PodView, QuotaLevel
 from enforcer.errors import AdmissionRejected, EnforcerError, TopologyAffinityError
-from enforcer.topology.hints import ProviderHints, TopologyHint
+from enforcer.topology.hints import ProviderHints, TopologyHint, mask_of
 from enforcer.topology.machine import CPUTopology
 from shared import qos
 from shared.cpuset import CPUSet
@@ -329,9 +329,27 @@ class NodeEngine:
         except AdmissionRejected as err:
             return "Infeasible", err.reason, err.message
         work.sequence += 1
-        work.pods[desired.uid] = PodRecord(desired, podcodec.spec_hash(desired), record.hint, record.sequence)
+        resized = PodRecord(desired, podcodec.spec_hash(desired), record.hint, record.sequence)
+        resized.hint = self._widened_hint(work, resized)
+        work.pods[desired.uid] = resized
         self.state = work
         return "Accepted", None, None
+
+    def _widened_hint(self, work: EngineState, record: PodRecord) -> TopologyHint | None:
+        """A grow that spilled onto more NUMA nodes (best-effort, or a restricted grow past one node)
+        leaves the pod aligned to the union: report that, not the hint it was admitted with."""
+        hint = record.hint
+        if hint is None or hint.mask is None:
+            return hint
+        used = 0
+        for c in self._view(work, record).containers:
+            if c.assignment != "node_shared":
+                used |= mask_of(self.topology.numa_nodes_of(c.cpus))
+            if c.memory_numa_nodes is not None:
+                used |= mask_of(c.memory_numa_nodes)
+        if not used & ~hint.mask:
+            return hint
+        return TopologyHint(hint.mask | used, hint.preferred)
 
     def retry_pending_resizes(self) -> tuple[str, ...]:
         """Retry Deferred resizes in the kubelet's priority order until none more fits."""

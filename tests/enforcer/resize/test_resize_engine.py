@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 from resize_builders import assert_consistent, container, cpus_of, dual_socket_ht_32, engine, kubelet, pod, single
@@ -207,3 +208,34 @@ def test_pending_resizes_survive_a_snapshot_and_restore() -> None:
     assert node.remove("default/batch").resizes_applied == ("default/web",)
     assert restored.snapshot() == node.snapshot()
     assert_consistent(restored)
+
+
+def test_a_grow_onto_a_second_numa_node_reports_both_nodes_as_the_pods_affinity() -> None:
+    """Restricted, container scope: 12 CPUs fit NUMA node 0; 20 need two nodes, which restricted prefers."""
+    from enforcer.engine import builder
+    from enforcer.engine.config import from_kubelet
+    from enforcer.topology import machine
+    from shared.resources import ContainerResources, PodResources, Resources
+
+    scenarios = Path(__file__).resolve().parents[3] / "numaguard_cli" / "scenarios"
+    topology = machine.load(scenarios / "dual-socket-ht-32.json")
+    config = from_kubelet(
+        {
+            "cpuManagerPolicy": "static",
+            "reservedSystemCPUs": "0,16",
+            "topologyManagerPolicy": "restricted",
+            "topologyManagerScope": "container",
+        }
+    )
+    engine = builder.build(topology, config)
+
+    def pod(cpus: int) -> PodResources:
+        r = Resources({"cpu": cpus * 1000, "memory": 1 << 30}, {"cpu": cpus * 1000, "memory": 1 << 30})
+        return PodResources("u1", "default", "a", (ContainerResources("app", "app", r),))
+
+    admitted = engine.admit(pod(12))
+    assert admitted.view is not None and admitted.view.numa_affinity == (0,)
+    grown = engine.resize(pod(20))
+    assert grown.status == "Accepted" and grown.view is not None
+    assert grown.view.numa_affinity == (0, 1)
+    assert engine.check() == []
