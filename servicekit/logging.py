@@ -53,6 +53,9 @@ _CREDENTIAL_WORDS = (
 # Beyond ASCII, ignoring case also folds letters such as U+017F (long s) and U+212A (Kelvin): the regex knows how.
 _CREDENTIAL_HINT = re.compile("(?i)" + "|".join(re.escape(word) for word in _CREDENTIAL_WORDS))
 
+# json.dumps(..., ensure_ascii=False, separators=(",", ":")), without building an encoder for every line
+_COMPACT_JSON = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
+
 # Attributes every LogRecord has; anything else on a record came from ``extra=``.
 _RECORD_ATTRIBUTES = frozenset(vars(logging.LogRecord("", 0, "", 0, "", (), None)).keys()) | {
     "message",
@@ -163,7 +166,7 @@ class JSONFormatter(logging.Formatter):
             record.exc_text = self.formatException(record.exc_info)
         if record.exc_text:
             doc["exc"] = record.exc_text
-        return json.dumps(doc, ensure_ascii=False, separators=(",", ":"))
+        return _COMPACT_JSON.encode(doc)
 
 
 def handler(stream: IO[str] | None = None) -> logging.Handler:

@@ -20,6 +20,8 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 OpName = Literal["add", "remove", "replace", "test"]
+# json.dumps(..., separators=(",", ":"), ensure_ascii=False) without building an encoder for every patch
+_COMPACT_JSON = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,7 +82,7 @@ def annotation_ops(obj: Mapping[str, Any], desired: Mapping[str, str | None]) ->
 
 
 def to_json(ops: Sequence[Operation]) -> bytes:
-    return json.dumps([op.to_json() for op in ops], separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+    return _COMPACT_JSON.encode([op.to_json() for op in ops]).encode("utf-8")
 
 
 def encode(ops: Sequence[Operation]) -> str:

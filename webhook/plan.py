@@ -38,6 +38,8 @@ Scope = Literal["pod", "container"]
 Assignment = contract.Assignment
 
 _EXCLUSIVE: frozenset[Assignment] = frozenset({"node_exclusive", "pod_exclusive"})
+# json.dumps(..., separators=(",", ":"), ensure_ascii=False) without building an encoder for every pod
+_COMPACT_JSON = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -144,7 +146,7 @@ class Plan:
         }
 
     def annotation_value(self) -> str:
-        return json.dumps(self.to_json(), separators=(",", ":"), ensure_ascii=False)
+        return _COMPACT_JSON.encode(self.to_json())
 
     def annotations(self) -> dict[str, str]:
         return {PLAN_ANNOTATION: self.annotation_value()}
