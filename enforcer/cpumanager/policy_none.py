@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from enforcer.counters import AllocationCounters
-from enforcer.cpumanager.policy import CFSQuotaLevel, CPUPolicy, IsolationLevel
+from enforcer.cpumanager.policy import CFSQuotaLevel, CPUPolicy, CPUResizer, IsolationLevel
 from enforcer.cpumanager.state import CPUState
 from enforcer.errors import ConfigError
 from enforcer.topology.hints import ProviderHints, TopologyHint
@@ -106,6 +106,11 @@ class NonePolicy:
 
     def isolation_level(self, state: CPUState, pod: PodResources, container: ContainerResources) -> IsolationLevel:
         return "host"
+
+    @property
+    def resizer(self) -> CPUResizer | None:
+        """Nothing is pinned, so a resize never concerns the CPU manager."""
+        return None
 
 
 _check: type[CPUPolicy] = NonePolicy

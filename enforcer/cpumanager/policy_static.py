@@ -31,7 +31,14 @@ from enforcer.counters import AllocationCounters
 from enforcer.cpumanager import assignment
 from enforcer.cpumanager import resize as cpu_resize
 from enforcer.cpumanager.options import StaticPolicyOptions
-from enforcer.cpumanager.policy import CFSQuotaLevel, CPUPolicy, IsolationLevel
+from enforcer.cpumanager.policy import (
+    CFSQuotaLevel,
+    CPUPolicy,
+    CPUResizePlan,
+    CPUResizer,
+    IsolationLevel,
+    ResizeAlignment,
+)
 from enforcer.cpumanager.policy_none import check_state_policy_name
 from enforcer.cpumanager.state import CPUState
 from enforcer.errors import (
@@ -607,17 +614,16 @@ class StaticPolicy:
         state.default = state.default | (released - in_use)
 
     # -- in-place resize (extended mode; the rules live in enforcer.cpumanager.resize) -------
-    def resize_infeasibility(
-        self, state: CPUState, old_pod: PodResources, new_pod: PodResources, alignment: cpu_resize.ResizeAlignment
-    ) -> tuple[str, str] | None:
-        """(reason, message) when the resize can never be honoured on this node (KEP-5554, KEP-5526)."""
-        return cpu_resize.resize_infeasibility(self, state, old_pod, new_pod, alignment)
+    @property
+    def resizer(self) -> CPUResizer | None:
+        return self
 
-    def resize(
-        self, state: CPUState, old_pod: PodResources, new_pod: PodResources, alignment: cpu_resize.ResizeAlignment
-    ) -> None:
-        """Resize the pod's exclusive CPUs and bubble in ``state``; raises AdmissionRejected (``Deferred``: not now)."""
-        cpu_resize.resize(self, state, old_pod, new_pod, alignment)
+    def plan_resize(
+        self, state: CPUState, old_pod: PodResources, new_pod: PodResources, alignment: ResizeAlignment
+    ) -> CPUResizePlan | None:
+        """Check the resize of the pod's exclusive CPUs and bubble against every permanent rule (KEP-5554,
+        KEP-5526); raises the AdmissionRejected that makes it Infeasible, None when nothing changes."""
+        return cpu_resize.plan_resize(self, state, old_pod, new_pod, alignment)
 
     def state_from_dict(self, doc: object) -> CPUState:
         """Read a saved state back and run the restart checks on it (kubelet checkpoint restore + ``Start``)."""

@@ -18,25 +18,30 @@ Callers serialise access (the enforcer holds a lock around every call).
 
 from __future__ import annotations
 
-from collections import Counter
-from dataclasses import dataclass, field
-from typing import Any, Literal
+from dataclasses import dataclass
+from typing import Any
 
 from enforcer.counters import AllocationCounters
+from enforcer.cpumanager.policy import CPUPolicy
+from enforcer.cpumanager.state import CPUState
 from enforcer.engine import fit, podcodec
+from enforcer.engine import resize as resize_rules
 from enforcer.engine.config import NodeConfig
-from enforcer.engine.policies import ResourcePolicy
+from enforcer.engine.policies import BoundProvider
+from enforcer.engine.records import EngineState, PendingResize, PodRecord
+from enforcer.engine.resize import ResizeStatus
 from enforcer.engine.view import Assignment, ContainerView, PodView, QuotaLevel
-from enforcer.errors import AdmissionRejected, EnforcerError, TopologyAffinityError
-from enforcer.topology.hints import ProviderHints, TopologyHint, mask_of
+from enforcer.errors import AdmissionRejected, EnforcerError
+from enforcer.memorymanager.policy import MemoryPolicy
+from enforcer.memorymanager.state import MemoryState
+from enforcer.topology.hints import TopologyHint, mask_of
 from enforcer.topology.machine import CPUTopology
+from enforcer.topology.manager import Affinities, HintProvider, TopologyManager
 from shared import qos
 from shared.cpuset import CPUSet
-from shared.resources import CPU, MEMORY, ContainerResources, PodResources
+from shared.resources import CPU, MEMORY, PodResources, QOSClass
 
 SNAPSHOT_VERSION = 1
-
-ResizeStatus = Literal["Accepted", "Deferred", "Infeasible"]
 
 
 class PodConflictError(EnforcerError):
@@ -49,60 +54,6 @@ class UnknownPodError(EnforcerError):
     """No allocation exists for this pod UID (the API answers 404)."""
 
     reason = "NotFound"
-
-
-@dataclass
-class PodRecord:
-    """An admitted pod: what it asked for and which hint it was admitted with."""
-
-    pod: PodResources
-    spec_hash: str
-    hint: TopologyHint | None
-    sequence: int
-
-
-@dataclass
-class PendingResize:
-    """A Deferred resize waiting for room (kubelet ``PodResizePending``/``Deferred``)."""
-
-    desired: PodResources
-    reason: str
-    message: str
-    sequence: int
-
-
-@dataclass
-class EngineState:
-    """The whole engine state: one plain value, copied per decision and serialised as one document."""
-
-    cpu: Any
-    memory: Any
-    pods: dict[str, PodRecord] = field(default_factory=dict)
-    pending_resizes: dict[str, PendingResize] = field(default_factory=dict)
-    infeasible_resizes: dict[str, PendingResize] = field(default_factory=dict)
-    counters: AllocationCounters = field(default_factory=AllocationCounters)
-    sequence: int = 0
-
-    def copy(self) -> EngineState:
-        """The copy a decision works on: manager states and counters copied, pod and resize maps shallow.
-
-        The counters are copied map by map (their keys and values are immutable): ``copy.deepcopy`` of
-        them was half the cost of a copy, and every admission and release makes one.
-        """
-        counters = self.counters
-        return EngineState(
-            cpu=self.cpu.copy(),
-            memory=self.memory.copy(),
-            pods=dict(self.pods),
-            pending_resizes=dict(self.pending_resizes),
-            infeasible_resizes=dict(self.infeasible_resizes),
-            counters=AllocationCounters(
-                allocations=Counter(counters.allocations),
-                errors=Counter(counters.errors),
-                assignments=Counter(counters.assignments),
-            ),
-            sequence=self.sequence,
-        )
 
 
 @dataclass(frozen=True)
@@ -139,23 +90,25 @@ class NodeEngine:
         topology: CPUTopology,
         config: NodeConfig,
         *,
-        cpu_policy: Any,
-        memory_policy: Any,
-        topology_policy: Any,
+        cpu_policy: CPUPolicy,
+        memory_policy: MemoryPolicy,
+        topology_manager: TopologyManager,
         state: EngineState | None = None,
     ) -> None:
         self.topology = topology
         self.config = config
         self.cpu_policy = cpu_policy
         self.memory_policy = memory_policy
-        self.topology_policy = topology_policy
+        self.topology_manager = topology_manager
         self.allocatable = fit.node_allocatable(topology, config)
         self.state = state or EngineState(cpu=cpu_policy.new_state(), memory=memory_policy.new_state())
 
     # ---------------------------------------------------------------- queries
-    @property
-    def providers(self) -> tuple[ResourcePolicy, ...]:
-        return (self.cpu_policy, self.memory_policy)
+    def _providers(self, work: EngineState) -> tuple[HintProvider, ...]:
+        """The managers bound to the working state, in the kubelet's provider order (CPU, then memory)."""
+        cpu: BoundProvider[CPUState] = BoundProvider(self.cpu_policy, work.cpu)
+        memory: BoundProvider[MemoryState] = BoundProvider(self.memory_policy, work.memory)
+        return (cpu, memory)
 
     def pod_uids(self) -> list[str]:
         return sorted(self.state.pods, key=lambda uid: self.state.pods[uid].sequence)
@@ -175,20 +128,14 @@ class NodeEngine:
     def view(self, uid: str) -> PodView:
         return self._view(self.state, self.record(uid))
 
-    def views(self) -> list[PodView]:
-        return [self._view(self.state, self.state.pods[uid]) for uid in self.pod_uids()]
-
     def pending_resize(self, uid: str) -> PendingResize | None:
         return self.state.pending_resizes.get(uid) or self.state.infeasible_resizes.get(uid)
 
     def used_requests(self, *, excluding: str | None = None) -> dict[str, int]:
-        return fit.used_by(
-            self.requests_of(r.pod) for uid, r in self.state.pods.items() if uid != excluding
-        )
+        return fit.used_by(self.requests_of(r.pod) for uid, r in self.state.pods.items() if uid != excluding)
 
     def default_cpus(self) -> CPUSet:
-        result: CPUSet = self.cpu_policy.default_cpus(self.state.cpu)
-        return result
+        return self.cpu_policy.default_cpus(self.state.cpu)
 
     # ---------------------------------------------------------------- add
     def admit(self, pod: PodResources) -> Decision:
@@ -220,51 +167,22 @@ class NodeEngine:
         return Decision(True, view=self.view(pod.uid), qos_class=pod_qos)
 
     def _allocate(self, work: EngineState, pod: PodResources, counters: AllocationCounters) -> TopologyHint | None:
-        """Topology Manager scopes; raises AdmissionRejected. Returns the hint the pod was admitted with."""
-        if self.config.topology_manager_scope == "pod":
-            hint = self._merge([p.get_pod_topology_hints(self._state_of(work, p), pod) for p in self.providers])
-            if self._uses_pod_level_managers(pod):
-                for provider in self.providers:
-                    provider.allocate_pod(self._state_of(work, provider), pod, hint, counters)
-            else:
-                for container in pod.containers:
-                    for provider in self.providers:
-                        provider.allocate(self._state_of(work, provider), pod, container, hint, counters)
-            return hint
-        first: TopologyHint | None = None
-        for container in pod.containers:
-            hint = self._merge(
-                [p.get_topology_hints(self._state_of(work, p), pod, container) for p in self.providers]
-            )
-            for provider in self.providers:
-                provider.allocate(self._state_of(work, provider), pod, container, hint, counters)
-            if first is None and hint is not None and hint.mask is not None and self._is_aligned(work, pod, container):
-                first = hint
-        return first
+        """Topology Manager admission on ``work``; raises AdmissionRejected. The hint the pod was admitted with."""
+        affinities = self.topology_manager.admit(pod, self._providers(work), counters)
+        if self.topology_manager.scope == "pod":
+            return affinities.pod
+        return self._first_aligned(work, pod, affinities)
 
-    def _merge(self, hints: list[ProviderHints]) -> TopologyHint | None:
-        if self.config.topology_manager_policy == "none":
-            return None
-        best, admit = self.topology_policy.merge(hints)
-        if not admit:
-            raise TopologyAffinityError()
-        result: TopologyHint = best
-        return result
-
-    def _uses_pod_level_managers(self, pod: PodResources) -> bool:
-        return pod.pod_level_resources_set and self.config.gates.pod_level_managers_enabled
-
-    def _state_of(self, work: EngineState, provider: Any) -> Any:
-        return work.cpu if provider is self.cpu_policy else work.memory
-
-    def state_of(self, provider: Any) -> Any:
-        """The committed state of one manager (for read-only checks)."""
-        return self._state_of(self.state, provider)
-
-    def _is_aligned(self, work: EngineState, pod: PodResources, container: ContainerResources) -> bool:
-        cpus = self.cpu_policy.container_cpus(work.cpu, pod.uid, container.name)
-        blocks = self.memory_policy.container_blocks(work.memory, pod.uid, container.name)
-        return bool(cpus) or bool(blocks)
+    def _first_aligned(self, work: EngineState, pod: PodResources, affinities: Affinities) -> TopologyHint | None:
+        """Container scope: the hint of the first container some manager aligned (pinned CPUs or blocks)."""
+        for container, hint in affinities.containers:
+            if hint is None or hint.mask is None:
+                continue
+            cpus = self.cpu_policy.container_cpus(work.cpu, pod.uid, container.name)
+            blocks = self.memory_policy.container_blocks(work.memory, pod.uid, container.name)
+            if cpus or blocks:
+                return hint
+        return None
 
     # ---------------------------------------------------------------- remove
     def remove(self, uid: str) -> RemoveResult:
@@ -282,8 +200,8 @@ class NodeEngine:
 
     def _release(self, work: EngineState, pod: PodResources) -> None:
         for container in pod.containers:
-            for provider in self.providers:
-                provider.remove_container(self._state_of(work, provider), pod.uid, container.name)
+            self.cpu_policy.remove_container(work.cpu, pod.uid, container.name)
+            self.memory_policy.remove_container(work.memory, pod.uid, container.name)
 
     # ---------------------------------------------------------------- resize
     def resize(self, desired: PodResources, *, dry_run: bool = False) -> ResizeDecision:
@@ -318,16 +236,10 @@ class NodeEngine:
         return ResizeDecision(status, reason, message, self.view(desired.uid), applied)
 
     def _try_resize(self, record: PodRecord, desired: PodResources) -> tuple[ResizeStatus, str | None, str | None]:
-        from enforcer.engine import resize as resize_rules
-
-        verdict = resize_rules.decide(self, record, desired)
-        if verdict.status != "Accepted":
+        verdict = resize_rules.decide(self, record.pod, desired)
+        if verdict.status != "Accepted" or verdict.work is None:
             return verdict.status, verdict.reason, verdict.message
-        work = self.state.copy()
-        try:
-            resize_rules.apply(self, work, record, desired)
-        except AdmissionRejected as err:
-            return "Infeasible", err.reason, err.message
+        work = verdict.work
         work.sequence += 1
         resized = PodRecord(desired, podcodec.spec_hash(desired), record.hint, record.sequence)
         resized.hint = self._widened_hint(work, resized)
@@ -491,7 +403,7 @@ class NodeEngine:
             "sequence": s.sequence,
         }
 
-    def restore(self, doc: dict[str, Any], *, cpu_state: Any, memory_state: Any) -> None:
+    def restore(self, doc: dict[str, Any], *, cpu_state: CPUState, memory_state: MemoryState) -> None:
         """Replace the state with a snapshot's (manager states already decoded by the builder)."""
         pods: dict[str, PodRecord] = {}
         for uid, raw in doc.get("pods", {}).items():
@@ -536,7 +448,7 @@ class NodeEngine:
         return problems
 
 
-def _with_qos(pod: PodResources, qos_class: Any) -> PodResources:
+def _with_qos(pod: PodResources, qos_class: QOSClass | None) -> PodResources:
     if pod.qos_class == qos_class:
         return pod
     return PodResources(

@@ -21,6 +21,23 @@ from shared.resources import ContainerResources, PodResources
 MemoryAssignment = Literal["node_exclusive", "pod_exclusive", "pod_shared", "node_shared"]
 
 
+class MemoryResizePlan(Protocol):
+    """A resize whose Infeasible rules all passed; applying it may still find the memory busy (Deferred)."""
+
+    def apply(self, state: MemoryState) -> None:
+        """Resize in ``state`` (a copy of the planned-on state); raises AdmissionRejected (``Deferred``: not now)."""
+        ...
+
+
+class MemoryResizer(Protocol):
+    """In-place resize of the blocks a policy holds (the ``extended`` engine)."""
+
+    def plan_resize(self, state: MemoryState, old_pod: PodResources, new_pod: PodResources) -> MemoryResizePlan | None:
+        """Check the resize against every permanent rule (raising the AdmissionRejected that makes it
+        Infeasible); None when the memory manager has nothing to change."""
+        ...
+
+
 class MemoryPolicy(Protocol):
     """What the engine calls; ``name`` is the kubelet's policy name ("None" or "Static")."""
 
@@ -61,6 +78,19 @@ class MemoryPolicy(Protocol):
 
     def remove_container(self, state: MemoryState, pod_uid: str, container_name: str) -> None:
         """Forget the container; return memory to the node (a pod budget only with its last container)."""
+        ...
+
+    def state_from_dict(self, doc: object) -> MemoryState:
+        """Read a saved state back and run the restart checks on it."""
+        ...
+
+    def pod_uids(self, state: MemoryState) -> list[str]:
+        """Every pod the state holds blocks for (container or pod level), sorted."""
+        ...
+
+    @property
+    def resizer(self) -> MemoryResizer | None:
+        """The policy's in-place resize of the blocks it holds, or None when it holds none (``None``)."""
         ...
 
     # -- read API for reporting --------------------------------------------------------

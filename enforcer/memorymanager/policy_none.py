@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from enforcer.counters import AllocationCounters
 from enforcer.errors import ConfigError
-from enforcer.memorymanager.policy import MemoryAssignment, MemoryPolicy
+from enforcer.memorymanager.policy import MemoryAssignment, MemoryPolicy, MemoryResizer
 from enforcer.memorymanager.state import Block, MemoryState, MemoryTable
 from enforcer.topology.hints import ProviderHints, TopologyHint
 from shared.resources import ContainerResources, PodResources
@@ -62,6 +62,11 @@ class NoneMemoryPolicy:
     def pod_uids(self, state: MemoryState) -> list[str]:
         """Pods holding blocks, container-level or pod-level."""
         return sorted(set(state.entries) | set(state.pod_entries))
+
+    @property
+    def resizer(self) -> MemoryResizer | None:
+        """Nothing is pinned, so a resize never concerns the memory manager."""
+        return None
 
     def container_blocks(self, state: MemoryState, pod_uid: str, container_name: str) -> list[Block]:
         return []

@@ -31,7 +31,7 @@ from enforcer.errors import ConfigError, EmptyPodSharedPoolError, MemoryAllocati
 from enforcer.features import FeatureGates
 from enforcer.memorymanager import placement, requests, restore
 from enforcer.memorymanager import resize as memory_resize
-from enforcer.memorymanager.policy import MemoryAssignment, MemoryPolicy
+from enforcer.memorymanager.policy import MemoryAssignment, MemoryPolicy, MemoryResizePlan, MemoryResizer
 from enforcer.memorymanager.state import (
     Block,
     MemoryState,
@@ -339,15 +339,13 @@ class StaticMemoryPolicy:
         placement.release(state.machine_state, blocks)
 
     # -- in-place resize (extended mode; the rules live in enforcer.memorymanager.resize) ----
-    def resize_infeasibility(
-        self, state: MemoryState, old_pod: PodResources, new_pod: PodResources
-    ) -> tuple[str, str] | None:
-        """(reason, message) when the blocks' NUMA nodes can never hold the resize."""
-        return memory_resize.resize_infeasibility(self._gates, state, old_pod, new_pod)
+    @property
+    def resizer(self) -> MemoryResizer | None:
+        return self
 
-    def resize(self, state: MemoryState, old_pod: PodResources, new_pod: PodResources) -> None:
-        """Resize the pod's blocks in place in ``state``; raises AdmissionRejected (``Deferred``: not now)."""
-        memory_resize.resize(self._gates, state, old_pod, new_pod)
+    def plan_resize(self, state: MemoryState, old_pod: PodResources, new_pod: PodResources) -> MemoryResizePlan | None:
+        """Check the resize of the pod's blocks; raises the AdmissionRejected that makes it Infeasible."""
+        return memory_resize.plan_resize(self._gates, state, old_pod, new_pod)
 
     # -- read API ------------------------------------------------------------------------
     def state_from_dict(self, doc: object) -> MemoryState:
