@@ -52,6 +52,7 @@ from enforcer.features import FeatureGates
 from enforcer.topology import hint_masks
 from enforcer.topology.hints import ProviderHints, TopologyHint
 from enforcer.topology.machine import CPUTopology
+from shared import pod_level
 from shared.cpuset import EMPTY, CPUSet
 from shared.qos import qos_class
 from shared.resources import CPU, ContainerResources, PodResources
@@ -286,85 +287,45 @@ class StaticPolicy:
     def _pod_is_guaranteed(self, pod: PodResources) -> bool:
         return qos_class(pod, pod_level_resources_gate=self._gates.pod_level_resources) == "Guaranteed"
 
-    def _plr_managers_skip(self, pod: PodResources) -> bool:
-        """R1.8 / PLR R1.5: a PLR pod while either gate is off gets no hints and no pinning."""
-        return pod.pod_level_resources_set and not self._gates.pod_level_managers_enabled
-
     def guaranteed_cpus(self, pod: PodResources, container: ContainerResources) -> int:
         """R1.7 ``guaranteedCPUs``: the exclusive CPU count of a container, 0 for the shared pool."""
         if not self._pod_is_guaranteed(pod):
             return 0
-        if (
-            self._gates.pod_level_resource_managers
-            and pod.pod_level_resources_set
-            and not container.is_guaranteed_equivalent()
-        ):
-            return 0
-        millis = container.resources.request(CPU)
-        if millis % 1000:
-            return 0
-        return millis // 1000
+        return pod_level.container_exclusive_cpus(
+            pod, container, pod_level_resource_managers=self._gates.pod_level_resource_managers
+        )
 
     def pod_guaranteed_cpus(self, pod: PodResources) -> int:
         """``podGuaranteedCPUs``: the PLR budget (PLR R2.4), else the R5.5 aggregate of eligible counts."""
         if self._gates.pod_level_resource_managers and pod.pod_level_resources_set:
-            if not self._pod_is_guaranteed(pod) or pod.pod is None:
-                return 0
-            millis = pod.pod.requests.get(CPU)
-            if millis is None or millis % 1000:
-                return 0
-            return millis // 1000
-        by_init = 0
-        by_sidecars = 0
-        by_apps = 0
-        for container in pod.containers:
-            if CPU not in container.resources.requests:
-                continue
-            count = self.guaranteed_cpus(pod, container)
-            if container.kind == "sidecar":
-                by_sidecars += count
-            elif container.kind == "init":
-                by_init = max(by_init, by_sidecars + count)
-            else:
-                by_apps += count
-        return max(by_init, by_apps + by_sidecars)
+            return pod_level.pod_cpu_budget(pod) if self._pod_is_guaranteed(pod) else 0
+        return pod_level.aggregate_exclusive_cpus(
+            (container.kind, self.guaranteed_cpus(pod, container))
+            for container in pod.containers
+            if CPU in container.resources.requests
+        )
 
     def validate_pod_scope_resources(self, pod: PodResources) -> str | None:
         """PLR §5 (V1-V6): the kubelet's rejection message when the pod shared pool would be empty."""
-        total = self.pod_guaranteed_cpus(pod)
-        has_shared_long_running = False
-        long_running_exclusive = 0
-        for container in pod.init_containers():
+        members = []
+        for container in (*pod.init_containers(), *pod.app_containers()):
             count = self.guaranteed_cpus(pod, container)
-            if not container.is_sidecar:
-                if count > 0:
-                    pool = total - long_running_exclusive
-                    if count > pool:
-                        return (
-                            f"pod rejected, largest exclusive init container requests {count} cpus, "
-                            f"but only {pool} available"
-                        )
-                elif long_running_exclusive >= total:
-                    return "pod rejected, pod has shared init containers but no cpus available for them"
-                continue
-            if count == 0:
-                has_shared_long_running = True
-                continue
-            long_running_exclusive += count
-        for container in pod.app_containers():
-            count = self.guaranteed_cpus(pod, container)
-            if count == 0:
-                has_shared_long_running = True
-                continue
-            long_running_exclusive += count
-        if has_shared_long_running and long_running_exclusive >= total:
+            members.append(pod_level.PoolMember(container.name, container.kind, {CPU: count} if count > 0 else None))
+        violation = pod_level.check_pod_shared_pool({CPU: self.pod_guaranteed_cpus(pod)}, members).violation
+        if violation is None:
+            return None
+        if violation.rule == "V1":
             return (
-                "pod rejected, sum of exclusive container cpu requests equals pod budget, "
-                "leaving no cpus for shared containers"
+                f"pod rejected, largest exclusive init container requests {violation.requested} cpus, "
+                f"but only {violation.available} available"
             )
-        return None
+        if violation.rule == "V2":
+            return "pod rejected, pod has shared init containers but no cpus available for them"
+        return (
+            "pod rejected, sum of exclusive container cpu requests equals pod budget, "
+            "leaving no cpus for shared containers"
+        )
 
-    # -- CPU selection ---------------------------------------------------------------------
     def _take_raw(self, available: CPUSet, count: int) -> CPUSet:
         if count == 0:
             return EMPTY
@@ -462,7 +423,7 @@ class StaticPolicy:
     def get_topology_hints(self, state: CPUState, pod: PodResources, container: ContainerResources) -> ProviderHints:
         """R6.1-R6.4 ``GetTopologyHints``."""
         requested = self.guaranteed_cpus(pod, container)
-        if requested == 0 or self._plr_managers_skip(pod):
+        if requested == 0 or pod_level.never_pinned(pod, managers_enabled=self._gates.pod_level_managers_enabled):
             return None
         allocated = state.container_cpus(pod.uid, container.name)
         if allocated is not None:
@@ -476,7 +437,7 @@ class StaticPolicy:
     def get_pod_topology_hints(self, state: CPUState, pod: PodResources) -> ProviderHints:
         """R6.5 / PLR §3 ``GetPodTopologyHints``: one hint set for the pod total or the PLR budget."""
         requested = self.pod_guaranteed_cpus(pod)
-        if requested == 0 or self._plr_managers_skip(pod):
+        if requested == 0 or pod_level.never_pinned(pod, managers_enabled=self._gates.pod_level_managers_enabled):
             return None
         plr_managed = self._gates.pod_level_resource_managers and pod.pod_level_resources_set
         if plr_managed and self.validate_pod_scope_resources(pod) is not None:
@@ -505,7 +466,7 @@ class StaticPolicy:
     ) -> None:
         """R2.1-R2.8 ``Allocate`` (container level; node-level exclusive CPUs).  Idempotent."""
         count = self.guaranteed_cpus(pod, container)
-        if count == 0 or self._plr_managers_skip(pod):
+        if count == 0 or pod_level.never_pinned(pod, managers_enabled=self._gates.pod_level_managers_enabled):
             return
         try:
             self._enforce_smt_alignment(state, count)

@@ -59,7 +59,7 @@ from enforcer.cpumanager.resize_errors import (
 from enforcer.cpumanager.resize_placement import Placement, ResizablePolicy
 from enforcer.cpumanager.state import CPUState
 from enforcer.errors import EmptyPodSharedPoolError, SMTAlignmentError
-from shared import quantity
+from shared import pod_level, quantity
 from shared.cpuset import EMPTY, CPUSet
 from shared.resources import CPU, ContainerResources, PodResources
 
@@ -273,7 +273,7 @@ def _plan(
     policy: ResizablePolicy, state: CPUState, old: PodResources, new: PodResources, alignment: ResizeAlignment
 ) -> _ContainerPlan | _BubblePlan | None:
     """Check every Infeasible rule and return what to change (None: the CPU manager has nothing to do)."""
-    if new.pod_level_resources_set and not policy.gates.pod_level_managers_enabled:
+    if pod_level.never_pinned(new, managers_enabled=policy.gates.pod_level_managers_enabled):
         return None  # R1.8: the policy never pinned this pod
     plr_pod_scope = alignment.scope == "pod" and new.pod_level_resources_set
     if plr_pod_scope:

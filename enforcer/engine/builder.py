@@ -33,6 +33,7 @@ from enforcer.topology.policy_best_effort import BestEffortPolicy
 from enforcer.topology.policy_none import NonePolicy as TopologyNonePolicy
 from enforcer.topology.policy_restricted import RestrictedPolicy
 from enforcer.topology.policy_single_numa_node import SingleNumaNodePolicy
+from shared import pod_level
 
 TopologyPolicyFactory = Callable[[NUMAInfo, topology_options.TopologyManagerOptions], TopologyPolicy]
 
@@ -83,7 +84,7 @@ def build(topology: CPUTopology, config: NodeConfig) -> NodeEngine:
     topology_manager = TopologyManager(
         tm_policy,
         config.topology_manager_scope,
-        allocates_pod=lambda pod: pod.pod_level_resources_set and gates.pod_level_managers_enabled,
+        allocates_pod=lambda pod: pod_level.managers_apply(pod, managers_enabled=gates.pod_level_managers_enabled),
     )
     return NodeEngine(
         topology,

@@ -30,7 +30,7 @@ from enforcer.errors import AdmissionRejected, EmptyPodSharedPoolError, ResizeDe
 from enforcer.features import FeatureGates
 from enforcer.memorymanager import requests
 from enforcer.memorymanager.state import Block, MemoryState, MemoryTable, NUMANodeState, ordered_types
-from shared import quantity
+from shared import pod_level, quantity
 from shared.resources import PodResources
 
 
@@ -252,6 +252,6 @@ def plan_resize(
     Memory Manager never pinned this pod (R1.5).
     """
     del old
-    if requests.plr_skipped(new, gates):
+    if pod_level.never_pinned(new, managers_enabled=gates.pod_level_managers_enabled):
         return None
     return StaticMemoryResizePlan(gates, new, _plan(gates, state, new))
