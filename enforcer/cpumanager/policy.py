@@ -15,14 +15,13 @@ from typing import Literal, Protocol
 from enforcer.counters import AllocationCounters
 from enforcer.cpumanager.state import CPUState
 from enforcer.topology.hints import ProviderHints, TopologyHint
+from shared.contract import CFSQuota
 from shared.cpuset import CPUSet
 from shared.resources import ContainerResources, PodResources
 
 IsolationLevel = Literal["container", "pod", "host"]
 """R9.1 of pod-level-resource-managers.md: exclusive CPUs, the pod shared pool, or the node shared pool."""
 
-CFSQuotaLevel = Literal["none", "container", "pod"]
-"""Where a container's CPU time is capped: nowhere, by its own limit, or only by the pod cgroup."""
 
 STRICT_TOPOLOGY_POLICIES = ("restricted", "single-numa-node")
 
@@ -133,7 +132,7 @@ class CPUPolicy(Protocol):
         """R9.1: ``container`` (exclusive), ``pod`` (pod shared pool) or ``host`` (node shared pool)."""
         ...
 
-    def cfs_quota_level(self, state: CPUState, pod: PodResources, container: ContainerResources) -> CFSQuotaLevel:
+    def cfs_quota_level(self, state: CPUState, pod: PodResources, container: ContainerResources) -> CFSQuota:
         """Where the container's CPU time is capped (the plan's ``cfsQuota``)."""
         ...
 

@@ -32,7 +32,6 @@ from enforcer.cpumanager import assignment
 from enforcer.cpumanager import resize as cpu_resize
 from enforcer.cpumanager.options import StaticPolicyOptions
 from enforcer.cpumanager.policy import (
-    CFSQuotaLevel,
     CPUPolicy,
     CPUResizePlan,
     CPUResizer,
@@ -53,6 +52,7 @@ from enforcer.topology import hint_masks
 from enforcer.topology.hints import ProviderHints, TopologyHint
 from enforcer.topology.machine import CPUTopology
 from shared import pod_level
+from shared.contract import CFSQuota
 from shared.cpuset import EMPTY, CPUSet
 from shared.qos import qos_class
 from shared.resources import CPU, ContainerResources, PodResources
@@ -628,7 +628,7 @@ class StaticPolicy:
     def pod_has_exclusive_cpus(self, state: CPUState, pod: PodResources) -> bool:
         return any(self.container_has_exclusive_cpus(state, pod, c) for c in pod.containers)
 
-    def cfs_quota_level(self, state: CPUState, pod: PodResources, container: ContainerResources) -> CFSQuotaLevel:
+    def cfs_quota_level(self, state: CPUState, pod: PodResources, container: ContainerResources) -> CFSQuota:
         """§8 / PLR R9.2: where the container's CPU time is capped.
 
         ``none`` for exclusive containers while ``DisableCPUQuotaWithExclusiveCPUs`` is on; otherwise

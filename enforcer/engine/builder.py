@@ -20,6 +20,7 @@ from enforcer.cpumanager.policy_static import StaticPolicy as CPUStaticPolicy
 from enforcer.engine.config import NodeConfig
 from enforcer.engine.node import NodeEngine
 from enforcer.errors import ConfigError
+from enforcer.features import RETIRED_GATES
 from enforcer.memorymanager import config as memory_config
 from enforcer.memorymanager.policy import MemoryPolicy
 from enforcer.memorymanager.policy_none import NoneMemoryPolicy
@@ -141,7 +142,7 @@ def restore(topology: CPUTopology, config: NodeConfig, snapshot: dict[str, Any])
         raise ConfigError(f"state snapshot version {snapshot.get('version')!r} is not supported")
     if snapshot.get("topology") != topology.to_document():
         raise ConfigError("state was saved on a different machine topology")
-    if snapshot.get("config") != config.to_kubelet():
+    if _without_retired_gates(snapshot.get("config")) != config.to_kubelet():
         raise ConfigError("state was saved under a different kubelet configuration (policies, reservations or gates)")
     cpu_state = engine.cpu_policy.state_from_dict(snapshot["cpu"])
     memory_state = engine.memory_policy.state_from_dict(snapshot["memory"])
@@ -150,3 +151,12 @@ def restore(topology: CPUTopology, config: NodeConfig, snapshot: dict[str, Any])
     if problems:
         raise ConfigError("restored state is inconsistent: " + "; ".join(problems[:5]))
     return engine
+
+
+def _without_retired_gates(saved: object) -> object:
+    """The saved kubelet configuration as this version records it: states written before a gate was
+    retired (:data:`~enforcer.features.RETIRED_GATES`) name it in ``featureGates``; it changed nothing."""
+    if not isinstance(saved, dict) or not isinstance(saved.get("featureGates"), dict):
+        return saved
+    gates = {name: value for name, value in saved["featureGates"].items() if name not in RETIRED_GATES}
+    return {**saved, "featureGates": gates}

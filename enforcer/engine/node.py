@@ -29,15 +29,15 @@ from enforcer.engine import resize as resize_rules
 from enforcer.engine.config import NodeConfig
 from enforcer.engine.policies import BoundProvider
 from enforcer.engine.records import EngineState, PendingResize, PodRecord
-from enforcer.engine.resize import ResizeStatus
-from enforcer.engine.view import Assignment, ContainerView, PodView, QuotaLevel
+from enforcer.engine.view import ContainerView, PodView
 from enforcer.errors import AdmissionRejected, EnforcerError
 from enforcer.memorymanager.policy import MemoryPolicy
 from enforcer.memorymanager.state import MemoryState
 from enforcer.topology.hints import TopologyHint, mask_of
 from enforcer.topology.machine import CPUTopology
 from enforcer.topology.manager import Affinities, HintProvider, TopologyManager
-from shared import qos
+from shared import contract, qos
+from shared.contract import Assignment, CFSQuota, ResizeOutcome
 from shared.cpuset import CPUSet
 from shared.resources import CPU, MEMORY, PodResources, QOSClass
 
@@ -69,7 +69,7 @@ class Decision:
 
 @dataclass(frozen=True)
 class ResizeDecision:
-    status: ResizeStatus
+    status: ResizeOutcome
     reason: str | None
     message: str | None
     view: PodView | None
@@ -144,7 +144,7 @@ class NodeEngine:
         pod_qos = qos.qos_class(pod, pod_level_resources_gate=self.config.gates.pod_level_resources)
         pod = _with_qos(pod, pod_qos)  # the hash covers the QoS class the API server would have set
         if existing is not None:
-            if existing.spec_hash != podcodec.spec_hash(pod):
+            if not _same_request(existing, pod):
                 raise PodConflictError(
                     f"pod {pod.uid} ({pod.key}) is already allocated with a different spec; release it first"
                 )
@@ -162,7 +162,7 @@ class NodeEngine:
             return Decision(False, err.reason, err.message, qos_class=pod_qos)
         work.counters.merge(attempt)
         work.sequence += 1
-        work.pods[pod.uid] = PodRecord(pod, podcodec.spec_hash(pod), hint, work.sequence)
+        work.pods[pod.uid] = PodRecord(pod, contract.spec_hash(pod), hint, work.sequence)
         self.state = work
         return Decision(True, view=self.view(pod.uid), qos_class=pod_qos)
 
@@ -215,7 +215,7 @@ class NodeEngine:
             saved = self.state
             self.state = saved.copy()
             try:
-                if podcodec.spec_hash(desired) == record.spec_hash:
+                if _same_request(record, desired):
                     return ResizeDecision("Accepted", None, None, self.view(desired.uid))
                 status, reason, message = self._try_resize(record, desired)
                 return ResizeDecision(status, reason, message, self._view(saved, record))
@@ -223,7 +223,7 @@ class NodeEngine:
                 self.state = saved
         self.state.pending_resizes.pop(desired.uid, None)
         self.state.infeasible_resizes.pop(desired.uid, None)
-        if podcodec.spec_hash(desired) == record.spec_hash:
+        if _same_request(record, desired):
             return ResizeDecision("Accepted", None, None, self.view(desired.uid))
         status, reason, message = self._try_resize(record, desired)
         applied: tuple[str, ...] = ()
@@ -235,13 +235,13 @@ class NodeEngine:
             queue[desired.uid] = PendingResize(desired, reason or status, message or "", self.state.sequence)
         return ResizeDecision(status, reason, message, self.view(desired.uid), applied)
 
-    def _try_resize(self, record: PodRecord, desired: PodResources) -> tuple[ResizeStatus, str | None, str | None]:
+    def _try_resize(self, record: PodRecord, desired: PodResources) -> tuple[ResizeOutcome, str | None, str | None]:
         verdict = resize_rules.decide(self, record.pod, desired)
         if verdict.status != "Accepted" or verdict.work is None:
             return verdict.status, verdict.reason, verdict.message
         work = verdict.work
         work.sequence += 1
-        resized = PodRecord(desired, podcodec.spec_hash(desired), record.hint, record.sequence)
+        resized = PodRecord(desired, contract.spec_hash(desired), record.hint, record.sequence)
         resized.hint = self._widened_hint(work, resized)
         work.pods[desired.uid] = resized
         self.state = work
@@ -336,7 +336,7 @@ class NodeEngine:
                 cpus = default
             memory_assignment: Assignment = mem.memory_assignment(state.memory, pod, c)
             numa_nodes: tuple[int, ...] | None = mem.memory_numa_nodes(state.memory, pod.uid, c.name)
-            quota: QuotaLevel = cpu.cfs_quota_level(state.cpu, pod, c)
+            quota: CFSQuota = cpu.cfs_quota_level(state.cpu, pod, c)
             containers.append(
                 ContainerView(
                     name=c.name,
@@ -409,7 +409,8 @@ class NodeEngine:
         for uid, raw in doc.get("pods", {}).items():
             hint_raw = raw.get("hint")
             hint = None if hint_raw is None else TopologyHint(hint_raw["mask"], bool(hint_raw["preferred"]))
-            pods[uid] = PodRecord(podcodec.from_dict(raw["pod"]), str(raw["specHash"]), hint, int(raw["sequence"]))
+            pod = podcodec.from_dict(raw["pod"])
+            pods[uid] = PodRecord(pod, _stored_spec_hash(raw, pod), hint, int(raw["sequence"]))
         self.state = EngineState(
             cpu=cpu_state,
             memory=memory_state,
@@ -446,6 +447,27 @@ class NodeEngine:
                 if other != uid:
                     problems.append(f"cpu {cpu_id} is assigned to pods {other} and {uid}")
         return problems
+
+
+def _same_request(record: PodRecord, pod: PodResources) -> bool:
+    """Whether ``pod`` asks for what ``record`` was admitted with: the same resources (the contract's
+    :func:`~shared.contract.spec_hash`) by the same pod (a UID never changes name or priority)."""
+    admitted = record.pod
+    return record.spec_hash == contract.spec_hash(pod) and (admitted.namespace, admitted.name, admitted.priority) == (
+        pod.namespace,
+        pod.name,
+        pod.priority,
+    )
+
+
+_LEGACY_SPEC_HASH_PREFIX = "sha256:"
+
+
+def _stored_spec_hash(raw: dict[str, Any], pod: PodResources) -> str:
+    """The record's spec hash; states written before the engine used the contract's hash stored
+    ``sha256:<32 hex>`` of another document, so those are recomputed from the stored pod."""
+    stored = str(raw["specHash"])
+    return contract.spec_hash(pod) if stored.startswith(_LEGACY_SPEC_HASH_PREFIX) else stored
 
 
 def _with_qos(pod: PodResources, qos_class: QOSClass | None) -> PodResources:

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Literal, Protocol
+from typing import Protocol
 
 from enforcer.cpumanager.policy import CPUPolicy, CPUResizePlan, ResizeAlignment
 from enforcer.engine import fit
@@ -32,6 +32,7 @@ from enforcer.engine.config import NodeConfig
 from enforcer.engine.records import EngineState
 from enforcer.errors import AdmissionRejected
 from enforcer.memorymanager.policy import MemoryPolicy, MemoryResizePlan
+from shared.contract import ResizeOutcome
 from shared.resources import CPU, MEMORY, PodResources
 
 REASON_INFEASIBLE = "Infeasible"
@@ -40,14 +41,12 @@ REASON_DEFERRED = "Deferred"
 CPU_STATIC_INFEASIBLE = 'Resize is infeasible for Guaranteed Pods alongside CPU Manager policy "static"'
 MEMORY_STATIC_INFEASIBLE = 'Resize is infeasible for Guaranteed Pods alongside Memory Manager policy "Static"'
 
-ResizeStatus = Literal["Accepted", "Deferred", "Infeasible"]
-
 
 @dataclass(frozen=True)
 class Verdict:
     """The answer to a resize; when Accepted, ``work`` is the engine state with the resize applied."""
 
-    status: ResizeStatus
+    status: ResizeOutcome
     reason: str | None = None
     message: str | None = None
     work: EngineState | None = None
@@ -147,6 +146,6 @@ def decide(engine: ResizeSubject, current: PodResources, desired: PodResources) 
         if plans.memory is not None:
             plans.memory.apply(work.memory)
     except AdmissionRejected as err:
-        status: ResizeStatus = "Deferred" if err.reason == REASON_DEFERRED else "Infeasible"
+        status: ResizeOutcome = "Deferred" if err.reason == REASON_DEFERRED else "Infeasible"
         return Verdict(status, err.reason, err.message)
     return Verdict("Accepted", work=work)

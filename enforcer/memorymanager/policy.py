@@ -11,14 +11,13 @@ This module defines the contract only; it imports no policy.
 
 from __future__ import annotations
 
-from typing import Literal, Protocol
+from typing import Protocol
 
 from enforcer.counters import AllocationCounters
 from enforcer.memorymanager.state import Block, MemoryState, MemoryTable
 from enforcer.topology.hints import ProviderHints, TopologyHint
+from shared.contract import Assignment
 from shared.resources import ContainerResources, PodResources
-
-MemoryAssignment = Literal["node_exclusive", "pod_exclusive", "pod_shared", "node_shared"]
 
 
 class MemoryResizePlan(Protocol):
@@ -106,9 +105,7 @@ class MemoryPolicy(Protocol):
         """``GetMemoryNUMANodes``: the container's ``cpuset.mems``, or None for no binding."""
         ...
 
-    def memory_assignment(
-        self, state: MemoryState, pod: PodResources, container: ContainerResources
-    ) -> MemoryAssignment:
+    def memory_assignment(self, state: MemoryState, pod: PodResources, container: ContainerResources) -> Assignment:
         """Where the container's memory comes from (the plan's ``memoryAssignment``)."""
         ...
 

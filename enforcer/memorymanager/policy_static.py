@@ -31,7 +31,7 @@ from enforcer.errors import ConfigError, EmptyPodSharedPoolError, MemoryAllocati
 from enforcer.features import FeatureGates
 from enforcer.memorymanager import placement, requests, restore
 from enforcer.memorymanager import resize as memory_resize
-from enforcer.memorymanager.policy import MemoryAssignment, MemoryPolicy, MemoryResizePlan, MemoryResizer
+from enforcer.memorymanager.policy import MemoryPolicy, MemoryResizePlan, MemoryResizer
 from enforcer.memorymanager.state import (
     Block,
     MemoryState,
@@ -44,6 +44,7 @@ from enforcer.memorymanager.state import (
 from enforcer.topology.hints import ProviderHints, TopologyHint
 from enforcer.topology.machine import CPUTopology
 from shared import pod_level, quantity
+from shared.contract import Assignment
 from shared.qos import qos_class
 from shared.resources import HUGEPAGES_PREFIX, MEMORY, ContainerResources, PodResources
 
@@ -375,9 +376,7 @@ class StaticMemoryPolicy:
         nodes = {n for b in state.container_blocks(pod_uid, container_name) or [] for n in b.numa_affinity}
         return tuple(sorted(nodes)) if nodes else None
 
-    def memory_assignment(
-        self, state: MemoryState, pod: PodResources, container: ContainerResources
-    ) -> MemoryAssignment:
+    def memory_assignment(self, state: MemoryState, pod: PodResources, container: ContainerResources) -> Assignment:
         if self.memory_numa_nodes(state, pod.uid, container.name) is None:
             return "node_shared"
         if state.pod_blocks(pod.uid) is not None:
