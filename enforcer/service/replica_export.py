@@ -6,8 +6,8 @@ engine snapshot document (``NodeEngine.snapshot()``: topology, kubelet configura
 pod records), not the durable state file, whose envelope is the store's business.
 
 The answer carries ``incarnation`` (random, new for every enforcer process) and ``generation``
-(counts changes of the snapshot within one incarnation, from 1), so a replica can tell a newer state
-from an older one and notice a restart.  The body's SHA-256 digest is the ``ETag``; a poll that sends
+(from 1, raised whenever the snapshot served differs from the one served before, within one
+incarnation), so a replica can tell a newer state from an older one and notice a restart.  The body's SHA-256 digest is the ``ETag``; a poll that sends
 it back in ``If-None-Match`` gets ``304 Not Modified`` without a body, which is what keeps a 1-second
 poll of every node cheap.  Snapshots are taken under the service's lock through ``NodeService.read``
 and recomputed only when the engine's state object changed (every admission, release and resize
