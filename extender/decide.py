@@ -59,6 +59,8 @@ EnforcerDownPolicy = Literal["filter", "pass"]
 Verdict = Literal["passed", "failed", "unresolvable", "no_alignment_needed", "no_opinion"]
 ENFORCER_UNAVAILABLE = "EnforcerUnavailable"
 DEFAULT_CACHE_ENTRIES = 50_000
+PREPARED_SHAPES = 8
+"""How many recent pod shapes :meth:`Extender.prepare` answers on a new replica ahead of the scheduler."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,20 +76,32 @@ class _Cache:
     def __init__(self, size: int) -> None:
         self.size = size
         self._items: OrderedDict[tuple[str, str], DryRun] = OrderedDict()
+        self._lock = threading.Lock()  # short sections only: computing happens outside
         self.hits = 0
         self.misses = 0
 
-    def get(self, key: tuple[str, str], compute: Callable[[], DryRun]) -> DryRun:
-        found = self._items.get(key)
-        if found is not None:
-            self._items.move_to_end(key)
-            self.hits += 1
+    def peek(self, key: tuple[str, str]) -> DryRun | None:
+        with self._lock:
+            found = self._items.get(key)
+            if found is not None:
+                self._items.move_to_end(key)
+                self.hits += 1
             return found
-        self.misses += 1
+
+    def put(self, key: tuple[str, str], value: DryRun) -> None:
+        with self._lock:
+            self._items[key] = value
+            if len(self._items) > self.size:
+                self._items.popitem(last=False)
+
+    def get(self, key: tuple[str, str], compute: Callable[[], DryRun]) -> DryRun:
+        found = self.peek(key)
+        if found is not None:
+            return found
+        with self._lock:
+            self.misses += 1
         value = compute()
-        self._items[key] = value
-        if len(self._items) > self.size:
-            self._items.popitem(last=False)
+        self.put(key, value)
         return value
 
 
@@ -111,6 +125,10 @@ class Extender:
         self._cache = _Cache(cache_entries)
         self._twins: dict[str, NodeEngine] = {}  # config_key -> an empty engine of that machine and configuration
         self._seen: set[str] = set()
+        # the pod shapes asked about lately (shape -> the pod as each gate value reads it), for prepare()
+        self._recent: OrderedDict[tuple[bool, str], PodResources] = OrderedDict()
+        self._recent_lock = threading.Lock()
+        store.prepare = self.prepare  # new replicas arrive with the recent shapes answered
 
     # ------------------------------------------------------------------ the two verbs
     def filter(self, body: object) -> dict[str, Any]:
@@ -139,15 +157,17 @@ class Extender:
         converted: dict[bool, PodResources | None] = {}
         if all(_needs_alignment(pod, converted, gate) is None for gate in (True, False)):
             return {name: NodeAnswer("no_alignment_needed") for name in args.node_names}
+        shapes = {gate: engine_adapter.pod_shape(r) for gate, r in converted.items() if r is not None}
+        self._remember(converted, shapes)
         with self._lock:
             self._learn(args.node_names)
             result: dict[str, NodeAnswer] = {}
             for name in args.node_names:
                 if name not in result:
-                    result[name] = self._answer(name, pod, converted)
+                    result[name] = self._answer(name, converted, shapes)
             return result
 
-    def _answer(self, name: str, pod: Pod, converted: dict[bool, PodResources | None]) -> NodeAnswer:
+    def _answer(self, name: str, converted: dict[bool, PodResources | None], shapes: dict[bool, str]) -> NodeAnswer:
         if self.directory.url_for(name) is None:
             return NodeAnswer("no_opinion", "node is not enforced by numaguard")
         view = self.store.view(name)
@@ -157,10 +177,11 @@ class Extender:
                 return NodeAnswer("unresolvable", _down_message(view))
             return NodeAnswer("no_opinion", "no replica of this node yet")
         engine = replica.engine
-        resources = _needs_alignment(pod, converted, engine.config.gates.pod_level_resources)
+        gate = engine.config.gates.pod_level_resources
+        resources = converted[gate]
         if resources is None:
             return NodeAnswer("no_alignment_needed")
-        shape = engine_adapter.pod_shape(resources)
+        shape = shapes[gate]
         never = self._cache.get(("empty:" + replica.config_key, shape), lambda: self._twin_dry_run(replica, resources))
         if not never.admitted:
             return NodeAnswer("unresolvable", _refusal(never))
@@ -174,6 +195,31 @@ class Extender:
         if outcome.admitted:
             return NodeAnswer("passed", outcome=outcome)
         return NodeAnswer("failed", _refusal(outcome), outcome)
+
+    # ------------------------------------------------------------------ ahead of the scheduler
+    def prepare(self, replica: NodeReplica) -> None:
+        """Answer the recent pod shapes on a replica before it is installed (the poller's thread calls this).
+
+        Nobody else holds the new replica's engine yet, so this needs no decision lock: a burst of pods
+        of a few shapes then finds its answers cached when ``filter`` asks, and only a shape never seen
+        before costs a dry run per node on the request path."""
+        gate = replica.engine.config.gates.pod_level_resources
+        with self._recent_lock:
+            recent = [(shape, pod) for (g, shape), pod in reversed(self._recent.items()) if g == gate]
+        for shape, pod in recent[:PREPARED_SHAPES]:
+            key = (replica.state_key, shape)
+            if self._cache.peek(key) is None:
+                self._cache.put(key, engine_adapter.dry_run(replica.engine, pod))
+
+    def _remember(self, converted: dict[bool, PodResources | None], shapes: dict[bool, str]) -> None:
+        with self._recent_lock:
+            for gate, shape in shapes.items():
+                pod = converted[gate]
+                assert pod is not None
+                self._recent[(gate, shape)] = pod
+                self._recent.move_to_end((gate, shape))
+            while len(self._recent) > PREPARED_SHAPES:
+                self._recent.popitem(last=False)
 
     def _twin_dry_run(self, replica: NodeReplica, pod: PodResources) -> DryRun:
         twin = self._twins.get(replica.config_key)

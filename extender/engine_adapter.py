@@ -145,22 +145,52 @@ def dry_run(engine: NodeEngine, pod: PodResources) -> DryRun:
 def usage(engine: NodeEngine) -> tuple[tuple[int, NumaUsage], ...]:
     """Free exclusive capacity per NUMA node as the engine is now (CPUs outside the reserved set that no
     container or pod bubble holds, and the cores split between free and held threads)."""
-    topology = engine.topology
-    free = engine.default_cpus() - engine.cpu_policy.reserved_cpus
-    reserved: CPUSet = engine.cpu_policy.reserved_cpus
+    layout = _layout(engine)
+    free = engine.default_cpus().mask & ~layout.reserved
     result = []
+    for numa_id, numa_mask, allocatable, cores in layout.numa:
+        mine = free & numa_mask
+        partial = 0
+        for threads in cores:
+            left = mine & threads
+            if left and left != threads:
+                partial += 1
+        result.append((numa_id, NumaUsage(mine.bit_count(), allocatable, partial, len(cores))))
+    return tuple(result)
+
+
+@dataclass(frozen=True, slots=True)
+class _Layout:
+    topology: machine.CPUTopology  # held, so the id in the cache key cannot be reused while the entry lives
+    reserved: int
+    numa: tuple[tuple[int, int, int, tuple[int, ...]], ...]  # (id, cpu mask, allocatable CPUs, core masks)
+
+
+_LAYOUTS: dict[tuple[int, int], _Layout] = {}
+
+
+def _layout(engine: NodeEngine) -> _Layout:
+    """Bit masks of the machine, computed once per (machine, reserved set)."""
+    reserved: CPUSet = engine.cpu_policy.reserved_cpus
+    key = (id(engine.topology), reserved.mask)
+    found = _LAYOUTS.get(key)
+    if found is not None and found.topology is engine.topology:
+        return found
+    topology = engine.topology
+    numa = []
     for numa_id in topology.numa_ids:
         cpus = topology.cpus_in_numa_nodes([numa_id])
-        mine = free & cpus
-        cores = topology.cores_of(cpus)
-        partial = 0
-        for core in cores:
-            threads = topology.cpus_in_cores([core]) - reserved
-            left = len(threads & mine)
-            if 0 < left < len(threads):
-                partial += 1
-        result.append((numa_id, NumaUsage(len(mine), len(cpus - reserved), partial, len(cores))))
-    return tuple(result)
+        cores = []
+        for core in topology.cores_of(cpus):
+            threads = topology.cpus_in_cores([core]).mask & ~reserved.mask
+            if threads:
+                cores.append(threads)
+        numa.append((numa_id, cpus.mask, len(cpus - reserved), tuple(cores)))
+    layout = _Layout(topology, reserved.mask, tuple(numa))
+    if len(_LAYOUTS) > 1024:
+        _LAYOUTS.clear()
+    _LAYOUTS[key] = layout
+    return layout
 
 
 def _as_candidate(pod: PodResources) -> PodResources:

@@ -64,6 +64,7 @@ class ReplicaStore:
             raise ValueError("freshness must be positive")
         self.freshness = freshness
         self.clock = clock
+        self.prepare: Callable[[NodeReplica], None] | None = None  # runs on a new replica before it is installed
         self._lock = threading.Lock()
         self._entries: dict[str, _Entry] = {}
 
@@ -89,6 +90,8 @@ class ReplicaStore:
             config_key=engine_adapter.config_digest(engine),
             etag=etag,
         )
+        if self.prepare is not None:
+            self.prepare(replica)
         with self._lock:
             entry = self._entries.setdefault(node, _Entry())
             current = entry.replica
