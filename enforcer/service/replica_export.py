@@ -7,13 +7,14 @@ pod records), not the durable state file, whose envelope is the store's business
 
 The answer carries ``incarnation`` (random, new for every enforcer process) and ``generation``
 (from 1, raised whenever the snapshot served differs from the one served before, within one
-incarnation), so a replica can tell a newer state from an older one and notice a restart.  The body's SHA-256 digest is the ``ETag``; a poll that sends
-it back in ``If-None-Match`` gets ``304 Not Modified`` without a body, which is what keeps a 1-second
-poll of every node cheap.  Snapshots are taken under the service's lock through ``NodeService.read``
-and recomputed only when the engine's state object changed (every admission, release and resize
-replaces it; the snapshot of an unchanged state is reused), so an idle node answers a poll without
-serialising anything.  Includes decisions not yet durable: they are either made durable in
-milliseconds or rolled back, and the binding webhook stays the authority either way.
+incarnation), so a replica can tell a newer state from an older one and notice a restart.  The
+``ETag`` is ``"<incarnation>.<generation>"``; a poll that sends it back in ``If-None-Match`` gets
+``304 Not Modified`` without a body, which is what keeps a 1-second poll of every node cheap.
+Snapshots are taken under the service's lock through ``NodeService.read`` and recomputed only when
+the engine's state object changed (every admission, release and accepted resize replaces it; an unchanged
+state's snapshot is reused), so an idle node answers a poll without serialising anything.  The
+export includes decisions not yet durable: they are made durable within milliseconds or rolled
+back, and the binding webhook stays the authority either way.
 
 Authenticated like the other reads (client certificate or the bearer token).
 """
