@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from pathlib import Path
 
 from extender import main, poller
 from extender.decide import Extender
-from extender.directory import EnforcerDirectory
+from extender.directory import EnforcerDirectory, PodDirectory
 from extender.replica import ReplicaStore
 from extender.settings import ExtenderSettings
 
@@ -25,8 +26,32 @@ def _token_reader(path: Path | None) -> Callable[[], str | None] | None:
     return read
 
 
+def _pod_lister(settings: ExtenderSettings, directory: PodDirectory) -> Callable[[], None]:
+    """daemonset discovery: list the enforcer pods (the pod's service account: get/list pods in that namespace)."""
+    from kubernetes import client, config
+
+    config.load_incluster_config()
+    core = client.CoreV1Api()
+
+    def discover() -> None:
+        listed = core.list_namespaced_pod(
+            settings.enforcer_namespace, label_selector=settings.enforcer_selector, _preload_content=False
+        )
+        directory.replace_all(json.loads(listed.data).get("items") or [])
+
+    return discover
+
+
 def assemble(settings: ExtenderSettings) -> main.Components:
-    directory = EnforcerDirectory.load(settings.enforcers_file)
+    directory: EnforcerDirectory
+    discover = None
+    if settings.enforcer_discovery == "daemonset":
+        pods = PodDirectory(settings.enforcer_port)
+        discover = _pod_lister(settings, pods)
+        directory = pods
+    else:
+        assert settings.enforcers_file is not None
+        directory = EnforcerDirectory.load(settings.enforcers_file)
     store = ReplicaStore(freshness=settings.freshness_seconds)
     client = poller.client_factory(
         ca=None if settings.enforcer_ca is None else str(settings.enforcer_ca),
@@ -36,7 +61,14 @@ def assemble(settings: ExtenderSettings) -> main.Components:
         timeout=settings.poll_timeout_seconds,
     )
     the_poller = poller.Poller(
-        store, directory, client, interval=settings.poll_interval_seconds, workers=settings.poll_workers
+        store,
+        directory,
+        client,
+        interval=settings.poll_interval_seconds,
+        workers=settings.poll_workers,
+        server_name=settings.enforcer_server_name,
+        discover=discover,
+        discover_every=settings.discovery_interval_seconds,
     )
     extender = Extender(store, directory, enforcer_down=settings.enforcer_down, on_new_node=the_poller.request)
     return main.Components(extender=extender, poller=the_poller)

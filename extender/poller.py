@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable, Generator
 from concurrent.futures import ThreadPoolExecutor
 
@@ -37,11 +38,18 @@ class Poller:
         *,
         interval: float,
         workers: int = 4,
+        server_name: str | None = None,
+        discover: Callable[[], None] | None = None,
+        discover_every: float = 10.0,
     ) -> None:
         self.store = store
         self.directory = directory
         self.client = client
         self.interval = interval
+        self._extensions = {"sni_hostname": server_name} if server_name else None
+        self._discover = discover
+        self._discover_every = discover_every
+        self._discovered_at: float | None = None
         self._nodes: set[str] = set(directory.listed())
         self._nodes_lock = threading.Lock()
         self._failing: set[str] = set()
@@ -68,7 +76,7 @@ class Poller:
         if etag is not None:
             headers["If-None-Match"] = etag
         try:
-            response = self.client.get(url + REPLICA_PATH, headers=headers)
+            response = self.client.get(url + REPLICA_PATH, headers=headers, extensions=self._extensions)
             if response.status_code == 304:
                 self.store.confirm(node)
             elif response.status_code == 200:
@@ -99,8 +107,25 @@ class Poller:
 
     def _run(self) -> None:
         while not self._stop.is_set():
+            self._maybe_discover()
             self.poll_all()
             self._stop.wait(self.interval)
+
+    def _maybe_discover(self) -> None:
+        """Refresh the pod directory (daemonset discovery) every ``discover_every`` seconds."""
+        if self._discover is None:
+            return
+        now = time.monotonic()
+        if self._discovered_at is not None and now - self._discovered_at < self._discover_every:
+            return
+        self._discovered_at = now
+        try:
+            self._discover()
+        except Exception as err:  # the API being down must not stop the polls of known enforcers
+            log.warning("enforcer discovery failed", extra={"error": f"{type(err).__name__}: {err}"})
+            return
+        with self._nodes_lock:
+            self._nodes.update(self.directory.listed())
 
     def stop(self) -> None:
         self._stop.set()

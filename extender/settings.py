@@ -28,7 +28,13 @@ class ExtenderSettings(BaseModel):
     tls_cert: Path | None = None  # the extender's serving certificate (kube-scheduler: enableHTTPS + tlsConfig)
     tls_key: Path | None = None
     cert_check_interval: float = Field(default=30.0, gt=0)
-    enforcers_file: Path  # node -> enforcer URL (manifests/base/config/enforcers.yaml's format)
+    enforcer_discovery: Literal["static", "daemonset"] = "static"
+    enforcers_file: Path | None = None  # static: node -> enforcer URL (manifests/base/config/enforcers.yaml's format)
+    enforcer_namespace: str = "numaguard"  # daemonset: where the enforcer pods run
+    enforcer_selector: str = "app.kubernetes.io/name=numaguard-enforcer"
+    enforcer_port: int = Field(default=8443, gt=0, lt=65536)
+    enforcer_server_name: str | None = None  # SNI and certificate name when URLs are pod IPs
+    discovery_interval_seconds: float = Field(default=10.0, gt=0)
     enforcer_ca: Path | None = None  # CA of the enforcers' serving certificates
     client_cert: Path | None = None  # a client certificate the enforcers accept (reads need no more)
     client_key: Path | None = None
@@ -47,6 +53,8 @@ class ExtenderSettings(BaseModel):
             raise ValueError("tlsCert and tlsKey go together")
         if (self.client_cert is None) != (self.client_key is None):
             raise ValueError("clientCert and clientKey go together")
+        if self.enforcer_discovery == "static" and self.enforcers_file is None:
+            raise ValueError("enforcersFile is required with enforcerDiscovery: static")
         if self.freshness_seconds < self.poll_interval_seconds:
             raise ValueError("freshnessSeconds must be at least pollIntervalSeconds, or every replica is stale")
         return self
