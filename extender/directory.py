@@ -1,10 +1,10 @@
 """Which nodes are enforced, and at which URL: a static map, or the enforcer DaemonSet's pods.
 
 :class:`EnforcerDirectory` (static) reads ``manifests/base/config/enforcers.yaml``'s format:
-``nodes: {name: url}``, where the key ``"*"`` is a template for every node not listed (``{node}`` replaced by the node's name).  A node the
-map does not name (and no template) is not enforced by numaguard: the extender has no opinion on it.
-Node names are learned from the scheduler's own requests, so the static form needs no Kubernetes
-API access.
+``nodes: {name: url}``, where the key ``"*"`` is a template for every node not listed (``{node}``
+replaced by the node's name).  A node the map does not name (and no template) is not enforced by
+numaguard: the extender has no opinion on it.  Node names are learned from the scheduler's own
+requests, so the static form needs no Kubernetes API access.
 
 :class:`PodDirectory` (``enforcerDiscovery: daemonset``, what the base manifests deploy: the
 enforcers do not use the host network) maps each node to its ready enforcer pod's IP, from a list of
