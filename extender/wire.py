@@ -117,6 +117,5 @@ def filter_result(
 
 def host_priority_list(scores: Sequence[tuple[str, int]]) -> list[dict[str, Any]]:
     return [
-        {"Host": host, "Score": max(MIN_EXTENDER_PRIORITY, min(MAX_EXTENDER_PRIORITY, score))}
-        for host, score in scores
+        {"Host": host, "Score": max(MIN_EXTENDER_PRIORITY, min(MAX_EXTENDER_PRIORITY, score))} for host, score in scores
     ]
