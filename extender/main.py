@@ -116,9 +116,10 @@ def create_app(components: Components, *, max_body_bytes: int = 16 << 20) -> Fas
     async def healthz() -> dict[str, bool]:
         return {"ok": True}
 
-    @app.get("/readyz", tags=["probes"], summary="Ready once serving (with no replica yet every node passes)")
-    async def readyz() -> dict[str, bool]:
-        return {"ready": True}
+    @app.get("/readyz", tags=["probes"], summary="Ready once every known enforcer was polled once")
+    async def readyz() -> Response:
+        ready = components.poller is None or components.poller.ready
+        return Response(json.dumps({"ready": ready}), status_code=200 if ready else 503, media_type="application/json")
 
     @app.get("/metrics", tags=["status"], response_class=Response)
     async def metrics_endpoint() -> Response:

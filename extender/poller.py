@@ -55,6 +55,7 @@ class Poller:
         self._failing: set[str] = set()
         self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="extender-poll")
         self._stop = threading.Event()
+        self._first_round = threading.Event()  # every known node polled once: answers are worth giving
         self._thread: threading.Thread | None = None
 
     def request(self, node: str) -> None:
@@ -109,7 +110,13 @@ class Poller:
         while not self._stop.is_set():
             self._maybe_discover()
             self.poll_all()
+            self._first_round.set()
             self._stop.wait(self.interval)
+
+    @property
+    def ready(self) -> bool:
+        """Whether the first round of polls is done (``/readyz``)."""
+        return self._first_round.is_set()
 
     def _maybe_discover(self) -> None:
         """Refresh the pod directory (daemonset discovery) every ``discover_every`` seconds."""
