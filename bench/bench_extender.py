@@ -27,13 +27,18 @@ Run: ``python -m bench.bench_extender [--quick]`` (or ``python -m bench --only e
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import random
 import statistics
+import sys
 import time
 import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
+
+from fastapi import Request
 
 from enforcer.engine import builder
 from enforcer.engine.config import from_kubelet
@@ -256,23 +261,13 @@ def latency(
     The first pod of each workload is timed apart (``first_of_shape``): it finds nothing cached and
     costs one engine dry run per node state.  Later pods of a workload find their answers prepared
     on every replica the poller installed since (``Extender.prepare``)."""
-    cluster = Cluster(nodes, seed=seed)
-    rng = random.Random(seed)
-    for index in range(prefill):  # different states on different nodes, so answers are not shared
-        raw = make_pod(rng, 100_000 + index)
-        node = rng.choice(cluster.names)
-        requests = _requests(raw)
-        if cluster.fits(node, requests):
-            cluster.bind(node, raw, requests)
-    for node in sorted(cluster.dirty):
-        cluster.refresh(node)
-    cluster.dirty.clear()
+    cluster, rng = prefilled(nodes, prefill, seed)
     templates = workloads(rng, shapes)
-    server = None
+    stack = contextlib.ExitStack()
     if https:
-        server, call = _over_https(cluster)
+        call, bind_remote = stack.enter_context(_over_https(nodes, prefill, seed))
     else:
-        call = _in_process(cluster)
+        call, bind_remote = _in_process(cluster), None
     filter_times: list[float] = []
     prioritize_times: list[float] = []
     first_times: list[float] = []
@@ -301,10 +296,12 @@ def latency(
                 prioritize_times.append(elapsed)
             chosen = max(scores, key=lambda s: (s["Score"], s["Host"]))["Host"]
             if cluster.bind(chosen, raw, requests):
-                refresh_times.append(cluster.refresh(chosen))
+                if bind_remote is not None:
+                    refresh_times.append(bind_remote(chosen, raw))
+                else:
+                    refresh_times.append(cluster.refresh(chosen))
     finally:
-        if server is not None:
-            server.stop()
+        stack.close()
     return LatencyResult(
         "https" if https else "in process",
         nodes,
@@ -331,37 +328,87 @@ def _in_process(cluster: Cluster) -> Any:
     return call
 
 
-def _over_https(cluster: Cluster) -> tuple[Any, Any]:
+def prefilled(nodes: int, prefill: int, seed: int) -> tuple[Cluster, random.Random]:
+    """``nodes`` nodes with ``prefill`` pods placed at random, replicas current (both sides of the HTTPS run)."""
+    cluster = Cluster(nodes, seed=seed)
+    rng = random.Random(seed)
+    for index in range(prefill):  # different states on different nodes, so answers are not shared
+        raw = make_pod(rng, 100_000 + index)
+        node = rng.choice(cluster.names)
+        requests = _requests(raw)
+        if cluster.fits(node, requests):
+            cluster.bind(node, raw, requests)
+    for node in sorted(cluster.dirty):
+        cluster.refresh(node)
+    cluster.dirty.clear()
+    return cluster, rng
+
+
+@contextlib.contextmanager
+def _over_https(nodes: int, prefill: int, seed: int) -> Iterator[tuple[Any, Any]]:
+    """The extender app in a process of its own under uvicorn with TLS (as kube-scheduler would reach it),
+    holding the same prefilled cluster; ``POST /bench/bind`` binds there and refreshes the replica."""
     import tempfile
     from pathlib import Path
 
     import httpx
 
-    from extender import main
+    from bench import servers
+    from servicekit import tls
+
+    with tempfile.TemporaryDirectory(prefix="bench-extender-") as tmp:
+        directory = Path(tmp)
+        bundle = servers.issue_certs(directory / "certs")
+        port = servers.free_port()
+        command = [
+            sys.executable, "-m", "bench.bench_extender", "serve", "--port", str(port),
+            "--certs", str(directory / "certs"), "--nodes", str(nodes), "--prefill", str(prefill), "--seed", str(seed),
+        ]  # fmt: skip
+        with (
+            servers.launched(
+                "extender", command, port=port, bundle=bundle, ready_path="/healthz", log_file=directory / "log"
+            ) as launched,
+            httpx.Client(base_url=launched.url, verify=tls.client_context(bundle.cert("ca")), timeout=60) as client,
+        ):
+
+            def call(verb: str, body: dict[str, Any]) -> tuple[float, Any]:
+                encoded = json.dumps(body).encode()
+                started = time.perf_counter()
+                response = client.post(f"/{verb}", content=encoded, headers={"Content-Type": "application/json"})
+                result = response.json()
+                elapsed = time.perf_counter() - started
+                response.raise_for_status()
+                return elapsed, result
+
+            def bind(node: str, raw: dict[str, Any]) -> float:
+                answer = client.post("/bench/bind", json={"node": node, "pod": raw})
+                answer.raise_for_status()
+                refreshed: float = answer.json()["refreshSeconds"]
+                return refreshed
+
+            yield call, bind
+
+
+def serve_child(port: int, certs_dir: str, nodes: int, prefill: int, seed: int) -> int:
+    """Child side of the HTTPS run: the real extender app plus a bench-only bind route, over TLS."""
+    from pathlib import Path
+
+    from extender import main as extender_main
     from servicekit import certs, serve, tls
 
-    directory = Path(tempfile.mkdtemp(prefix="bench-extender-"))
-    bundle = certs.issue_bundle(directory, namespace="numaguard")
-    app = main.create_app(main.Components(extender=cluster.extender))
-    context = tls.server_context(tls.TLSFiles(bundle.cert("enforcer"), bundle.key("enforcer")))
-    server = serve.BackgroundServer(app, ssl_context=context).start()
-    client = httpx.Client(base_url=f"https://localhost:{server.port}", verify=tls.client_context(bundle.cert("ca")))
+    cluster, _ = prefilled(nodes, prefill, seed)
+    app = extender_main.create_app(extender_main.Components(extender=cluster.extender))
 
-    class Stopper:
-        def stop(self) -> None:
-            client.close()
-            server.stop()
+    @app.post("/bench/bind")
+    async def bind(request: Request) -> dict[str, Any]:
+        body = await request.json()
+        raw = body["pod"]
+        admitted = cluster.bind(body["node"], raw, _requests(raw))
+        return {"admitted": admitted, "refreshSeconds": cluster.refresh(body["node"]) if admitted else 0.0}
 
-    def call(verb: str, body: dict[str, Any]) -> tuple[float, Any]:
-        encoded = json.dumps(body).encode()
-        started = time.perf_counter()
-        response = client.post(f"/{verb}", content=encoded, headers={"Content-Type": "application/json"})
-        result = response.json()
-        elapsed = time.perf_counter() - started
-        response.raise_for_status()
-        return elapsed, result
-
-    return Stopper(), call
+    bundle = certs.Bundle(Path(certs_dir), created_ca=False)
+    context = tls.server_context(tls.TLSFiles(bundle.cert("webhook"), bundle.key("webhook")))
+    return serve.serve(app, host="127.0.0.1", port=port, ssl_context_factory=lambda: context, log_level="warning")
 
 
 def table_rows(*, quick: bool = False) -> list[dict[str, str]]:
@@ -402,7 +449,15 @@ def table_rows(*, quick: bool = False) -> list[dict[str, str]]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--quick", action="store_true")
+    parser.add_argument("mode", nargs="?", choices=("run", "serve"), default="run")
+    parser.add_argument("--port", type=int)
+    parser.add_argument("--certs")
+    parser.add_argument("--nodes", type=int, default=100)
+    parser.add_argument("--prefill", type=int, default=300)
+    parser.add_argument("--seed", type=int, default=11)
     args = parser.parse_args(argv)
+    if args.mode == "serve":
+        return serve_child(args.port, args.certs, args.nodes, args.prefill, args.seed)
     for row in table_rows(quick=args.quick):
         print(" | ".join(row[k] for k in ("section", "case", "ours", "reference", "check")))
     return 0
