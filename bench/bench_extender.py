@@ -169,6 +169,8 @@ class BurstResult:
     denials: int
     gave_up: int
     filter_reasons: dict[str, int]
+    cpus_allocated: float  # CPUs requested by the bound pods: how full the burst left the 8 nodes
+    cpus_allocatable: float
 
 
 def _requests(raw: dict[str, Any]) -> dict[str, int]:
@@ -218,7 +220,9 @@ def simulate_burst(
             gave_up += 1
         del placed
     mode = ("extender on" if extender else "extender off") + ("" if not extender else f", replica {refresh}")
-    return BurstResult(mode, pods, bound, unschedulable, denials, gave_up, reasons)
+    allocated = sum(cluster.requested[n]["cpu"] for n in cluster.names) / 1000
+    allocatable = sum(cluster.engines[n].allocatable["cpu"] for n in cluster.names) / 1000
+    return BurstResult(mode, pods, bound, unschedulable, denials, gave_up, reasons, allocated, allocatable)
 
 
 @dataclass(frozen=True)
@@ -425,7 +429,8 @@ def table_rows(*, quick: bool = False) -> list[dict[str, str]]:
                 "ours": f"{r.denials} binding denials",
                 "reference": "-",
                 "ratio": "-",
-                "check": f"{r.bound} bound, {r.unschedulable} unschedulable, {r.gave_up} gave up",
+                "check": f"{r.bound} bound ({r.cpus_allocated:.0f} of {r.cpus_allocatable:.0f} CPUs), "
+                f"{r.unschedulable} unschedulable, {r.gave_up} gave up after {ATTEMPTS} denials",
             }
         )
     calls = 100 if quick else 300
