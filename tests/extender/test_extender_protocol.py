@@ -219,3 +219,38 @@ def test_an_empty_store_passes_everything_as_no_opinion() -> None:
     ext = Extender(ReplicaStore(freshness=5), EnforcerDirectory({"*": "https://{node}:8443"}))
     result = ext.filter(args(guaranteed("db", "4"), ["a", "b"]))
     assert result["NodeNames"] == ["a", "b"]
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_a_stale_replica_passes_with_no_opinion_but_never_fitting_pods_stay_unresolvable() -> None:
+    clock = Clock()
+    full = engine(2, 8, name="full")
+    for i in range(2):
+        assert full.admit(_resources(guaranteed(f"filler-{i}", "15", "1Gi"))).admitted
+    ext = extender_over({"full": full}, freshness=5.0, clock=clock)
+    assert ext.filter(args(guaranteed("two", "2"), ["full"]))["FailedNodes"] == {
+        "full": "OutOfcpu: Node didn't have enough resource: cpu, requested: 2000, used: 30000, capacity: 31000"
+    }
+    clock.now += 6.0  # no poll confirmed the replica since, and none failed: the poller is behind
+    result = ext.filter(args(guaranteed("two", "2"), ["full"]))
+    assert result["NodeNames"] == ["full"] and result["FailedNodes"] == {}
+    assert ext.prioritize(args(guaranteed("two", "2"), ["full"])) == [{"Host": "full", "Score": 0}]
+    # what no state of the node could change is still known: 17 CPUs never fit one 16-CPU NUMA node
+    wide = ext.filter(args(guaranteed("wide", "17"), ["full"]))
+    assert list(wide["FailedAndUnresolvableNodes"]) == ["full"]
+
+
+def test_answers_are_cached_per_state_and_shape() -> None:
+    ext = extender_over({f"n{i}": engine(2, 8, name=f"n{i}") for i in range(6)})  # six nodes, one state
+    ext.filter(args(guaranteed("a", "4"), [f"n{i}" for i in range(6)]))
+    hits, misses = ext.cache_stats
+    assert misses == 2  # the empty twin and the one shared state: not one dry run per node
+    ext.prioritize(args(guaranteed("b", "4"), [f"n{i}" for i in range(6)]))  # another pod, same shape
+    assert ext.cache_stats[1] == misses
