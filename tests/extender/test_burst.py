@@ -41,3 +41,10 @@ def test_burst_of_500_pods_has_no_binding_denials_with_a_fresh_replica() -> None
     check(500)
     lagged = simulate_burst(pods=500, extender=True, refresh="lag:10")
     assert lagged.bound > 0  # a lagging replica may be wrong: the webhook's denial is then the safety net
+
+
+def test_the_latency_measure_runs_and_binds_what_the_extender_chose() -> None:
+    from bench.bench_extender import latency
+
+    result = latency(nodes=10, pods=12, shapes=3, prefill=10)  # a smoke run: no duration is asserted
+    assert result.calls > 0 and result.nodes == 10
