@@ -68,6 +68,7 @@ class NodeAnswer:
     verdict: Verdict
     message: str | None = None
     outcome: DryRun | None = None
+    holds: bool = False  # the node already holds an allocation for this pod uid (a retried scheduling)
 
 
 class _Cache:
@@ -147,7 +148,12 @@ class Extender:
         scores = []
         for name in args.node_names:
             answer = answers[name]
-            value = scoring.score(answer.outcome) if answer.outcome is not None else scoring.NO_OPINION
+            if answer.holds:
+                value = wire.MAX_EXTENDER_PRIORITY  # binding there returns the allocation it already holds
+            elif answer.outcome is not None:
+                value = scoring.score(answer.outcome)
+            else:
+                value = scoring.NO_OPINION
             scores.append((name, value))
         return wire.host_priority_list(scores)
 
@@ -181,6 +187,10 @@ class Extender:
         resources = converted[gate]
         if resources is None:
             return NodeAnswer("no_alignment_needed")
+        if resources.uid in engine.state.pods:
+            # a pod scheduled again after its binding failed past the allocation: the enforcer answers an
+            # allocation request for this uid idempotently, so this node admits it whatever is free now
+            return NodeAnswer("passed", "already allocated on this node", holds=True)
         shape = shapes[gate]
         never = self._cache.get(("empty:" + replica.config_key, shape), lambda: self._twin_dry_run(replica, resources))
         if not never.admitted:

@@ -254,3 +254,16 @@ def test_answers_are_cached_per_state_and_shape() -> None:
     assert misses == 2  # the empty twin and the one shared state: not one dry run per node
     ext.prioritize(args(guaranteed("b", "4"), [f"n{i}" for i in range(6)]))  # another pod, same shape
     assert ext.cache_stats[1] == misses
+
+
+def test_a_node_already_holding_the_pods_allocation_passes_and_is_preferred() -> None:
+    # the binding webhook allocated, then the binding failed: the scheduler asks again for the same pod
+    tight, other = engine(2, 4, name="tight"), engine(2, 8, name="other")
+    pod = guaranteed("retried", "8", "1Gi", uid="6f1c1b3e-3a55-4d43-9f4e-0d6a3a1b2c9d")
+    assert tight.admit(_resources(pod)).admitted  # all 8 CPUs of NUMA node 1; NUMA node 0 keeps 7 (CPU 0 reserved)
+    ext = extender_over({"tight": tight, "other": other})
+    assert ext.filter(args(pod, ["tight", "other"]))["NodeNames"] == ["tight", "other"]
+    scores = {s["Host"]: s["Score"] for s in ext.prioritize(args(pod, ["tight", "other"]))}
+    assert scores["tight"] == 10 >= scores["other"]
+    stranger = guaranteed("stranger", "8", "1Gi")
+    assert "tight" in ext.filter(args(stranger, ["tight"]))["FailedNodes"]
