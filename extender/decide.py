@@ -161,7 +161,9 @@ class Extender:
     def answers(self, args: wire.ExtenderArgs) -> dict[str, NodeAnswer]:
         pod = _parse(args.pod)
         converted: dict[bool, PodResources | None] = {}
-        if all(_needs_alignment(pod, converted, gate) is None for gate in (True, False)):
+        for gate in (True, False):  # nodes may run with or without the PodLevelResources gate
+            _needs_alignment(pod, converted, gate)
+        if all(resources is None for resources in converted.values()):
             return {name: NodeAnswer("no_alignment_needed") for name in args.node_names}
         shapes = {gate: engine_adapter.pod_shape(r) for gate, r in converted.items() if r is not None}
         self._remember(converted, shapes)

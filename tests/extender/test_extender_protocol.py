@@ -267,3 +267,14 @@ def test_a_node_already_holding_the_pods_allocation_passes_and_is_preferred() ->
     assert scores["tight"] == 10 >= scores["other"]
     stranger = guaranteed("stranger", "8", "1Gi")
     assert "tight" in ext.filter(args(stranger, ["tight"]))["FailedNodes"]
+
+
+def test_nodes_without_the_pod_level_resources_gate_read_the_pod_without_spec_resources() -> None:
+    # the seed database on a node without PodLevelResources: only its containers count (6 CPUs), which
+    # fit one of the small node's 6-CPU NUMA nodes... except that CPU 0 is reserved, so NUMA node 1 it is
+    gated = engine(2, 3, name="gated")
+    plain = engine(2, 3, name="plain", featureGates={"PodLevelResources": False})
+    ext = extender_over({"gated": gated, "plain": plain})
+    result = ext.filter(args(fixture_pod("tightly-coupled-database"), ["gated", "plain"]))
+    assert result["NodeNames"] == ["plain"]
+    assert list(result["FailedAndUnresolvableNodes"]) == ["gated"]
