@@ -4,7 +4,7 @@
 set -euo pipefail
 cd "$(dirname "$0")"
 scripts/ensure-venv.sh
-echo "== ruff";          .venv/bin/ruff check shared enforcer webhook servicekit numaguard_cli tests bench
+echo "== ruff";          .venv/bin/ruff check shared enforcer webhook extender servicekit numaguard_cli tests bench
 echo "== mypy --strict"; .venv/bin/mypy
 echo "== import-linter"; .venv/bin/lint-imports
 echo "== pytest";        exec .venv/bin/pytest "$@"

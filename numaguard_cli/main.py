@@ -17,6 +17,7 @@ SUBCOMMANDS: dict[str, str] = {
     "plan": "numaguard_cli.plan",
     "enforcer": "numaguard_cli.enforcer_cmd",
     "webhook": "numaguard_cli.webhook_cmd",
+    "extender": "numaguard_cli.extender_cmd",
     "certs": "numaguard_cli.certs",
     "allocations": "numaguard_cli.allocations",
     "recover-state": "numaguard_cli.recover_state",

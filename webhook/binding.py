@@ -99,13 +99,19 @@ def allocated(allocation: contract.Allocation, target: BindingTarget) -> decisio
     return decision.Decision.allow(annotations=annotations)
 
 
+RETRY_NOTE = "; the scheduler will retry the pod, on another node if one can align it"
+"""Said on every binding a node refuses (403: alignment or capacity): the denial is a scheduling retry,
+not the pod failing (kube-scheduler records a SchedulerError and requeues the pod with backoff)."""
+
+
 def refused(err: errors.EnforcerRefused, target: BindingTarget) -> decision.Decision:
     """The node cannot admit the pod: deny with the node's reason so the scheduler picks again."""
     code = 409 if isinstance(err, errors.EnforcerConflict) else (403 if err.status_code == 403 else 422)
     where = f" ({err.field})" if err.field else ""
+    retry = RETRY_NOTE if code == 403 else ""  # an invalid pod or a uid conflict is not cured by another node
     return decision.Decision.deny(
         errors.AdmissionDenied(
-            f"node {target.node} cannot admit pod {target.pod_key}: {err.reason}: {err.message}{where}",
+            f"node {target.node} cannot admit pod {target.pod_key}: {err.reason}: {err.message}{where}{retry}",
             reason=err.reason or REASON_ALLOCATION_CONFLICT,
             code=code,
         )

@@ -19,6 +19,14 @@ What each number means here, per NUMA node:
   per-NUMA capacity is published as allocatable and available, which keeps the plugin from refusing
   Guaranteed pods for a constraint the node does not have.
 
+Pod-set fingerprint: the ``nodeTopologyPodsFingerprint`` attribute (and the legacy
+``topology.node.k8s.io/fingerprint`` annotation) over the pods the engine holds that the scheduler counts
+as having exclusive resources (``nodeTopologyPodsFingerprintMethod: with-exclusive-resources``), computed
+as :mod:`enforcer.service.podfingerprint` says; NodeResourceTopologyMatch's overreserve cache needs it to
+resync a node.  Pod-level budgets: a KEP-5526 pod's whole bubble (``spec.resources``, not the sum of its
+containers) is subtracted from ``available`` on the NUMA node it got, which is as much of the budget as
+the object can carry: the plugin itself still sizes the incoming pod from its container requests.
+
 Pure: reads an engine the caller holds still (the service's lock) and returns a plain dict; no client,
 no I/O.  Publishing it is :mod:`enforcer.service.nrt_publisher`'s job.
 """
@@ -30,6 +38,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from enforcer.engine.node import NodeEngine
+from enforcer.service import podfingerprint
 from enforcer.topology.machine import CPUTopology
 from shared import quantity
 from shared.cpuset import CPUSet
@@ -131,17 +140,30 @@ def build_node_resource_topology(node_name: str, topology: CPUTopology, engine: 
         zones.append(zone)
     policy = engine.config.topology_manager_policy
     scope = engine.config.topology_manager_scope
+    fingerprint = pod_set_fingerprint(engine)
     return {
         "apiVersion": f"{GROUP}/{VERSION}",
         "kind": KIND,
-        "metadata": {"name": node_name, "labels": {"app.kubernetes.io/managed-by": MANAGED_BY}},
+        "metadata": {
+            "name": node_name,
+            "labels": {"app.kubernetes.io/managed-by": MANAGED_BY},
+            "annotations": {podfingerprint.ANNOTATION: fingerprint},
+        },
         "topologyPolicies": [_LEGACY_POLICY.get((policy, scope), "None")],
         "attributes": [
             {"name": "topologyManagerPolicy", "value": policy},
             {"name": "topologyManagerScope", "value": scope},
+            {"name": podfingerprint.ATTRIBUTE, "value": fingerprint},
+            {"name": podfingerprint.ATTRIBUTE_METHOD, "value": podfingerprint.METHOD_WITH_EXCLUSIVE_RESOURCES},
         ],
         "zones": zones,
     }
+
+
+def pod_set_fingerprint(engine: NodeEngine) -> str:
+    """The podfingerprint of the admitted pods with exclusive resources (the scheduler's own selection)."""
+    pods = [r.pod for r in engine.state.pods.values()]
+    return podfingerprint.sign((p.namespace, p.name) for p in pods if podfingerprint.has_exclusive_resources(p))
 
 
 def _resource(name: str, amounts: ResourceAmounts, text: Callable[[int], str]) -> dict[str, str]:

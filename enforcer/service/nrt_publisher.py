@@ -166,13 +166,16 @@ class NodeResourceTopologyPublisher:
         if same_content and all(labels.get(k) == v for k, v in ours.items()):
             return "unchanged"  # e.g. after a restart: the stored object already says this
         body = copy.deepcopy(wanted)
-        # keep what others put on the object (labels, annotations, owners); our labels win on conflict
-        kept = {k: copy.deepcopy(v) for k, v in metadata.items() if k in ("annotations", "ownerReferences")}
+        # keep what others put on the object (labels, annotations, owners); our labels and annotations win
+        kept = {k: copy.deepcopy(v) for k, v in metadata.items() if k == "ownerReferences"}
+        annotations = {**(metadata.get("annotations") or {}), **wanted["metadata"].get("annotations", {})}
         body["metadata"] = {
             **kept,
             "name": self._node_name,
             "labels": {**labels, **ours},
             "resourceVersion": metadata.get("resourceVersion"),
         }
+        if annotations:
+            body["metadata"]["annotations"] = annotations
         self._api.replace_cluster_custom_object(*args, self._node_name, body)
         return "updated"

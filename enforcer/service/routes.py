@@ -20,7 +20,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Header, Query, Response
 from pydantic import BaseModel
 
-from enforcer.service import models, requests
+from enforcer.service import models, replica_export, requests
 from enforcer.service.deps import Reader, Service, Writer
 from enforcer.service.errors import WrongNodeError
 from enforcer.service.metrics import CONTENT_TYPE
@@ -39,6 +39,7 @@ NOT_FOUND: Responses = {404: {**ERROR, "description": "No allocation for this po
 _BUDGET_SHARE = 0.9
 
 router = APIRouter()
+router.include_router(replica_export.router)  # GET /replica: the engine snapshot for scheduler extenders
 
 
 def _json(body: BaseModel, status_code: int = 200) -> Response:

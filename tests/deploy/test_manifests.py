@@ -480,10 +480,19 @@ def test_webhook_rbac_only_reads_pods() -> None:
     assert grants("Role", "numaguard-webhook-enforcers") == {("", "pods", v) for v in ("list", "watch")}
 
 
+# Roles every cluster has (kube-apiserver's RBAC bootstrap policy), bound by the optional second scheduler.
+BUILT_IN_ROLES = {
+    ("ClusterRole", "system:kube-scheduler"),
+    ("ClusterRole", "system:volume-scheduler"),
+    ("Role", "extension-apiserver-authentication-reader"),
+}
+
+
 @pytest.mark.parametrize("binding_kind", ["ClusterRoleBinding", "RoleBinding"])
 def test_role_bindings_name_existing_service_accounts_and_roles(binding_kind: str) -> None:
     accounts = {d["metadata"]["name"] for _, d in all_objects() if d["kind"] == "ServiceAccount"}
     roles = {(d["kind"], d["metadata"]["name"]) for _, d in all_objects() if d["kind"] in ("ClusterRole", "Role")}
+    roles |= BUILT_IN_ROLES
     for _, binding in ((p, d) for p, d in all_objects() if d["kind"] == binding_kind):
         assert (binding["roleRef"]["kind"], binding["roleRef"]["name"]) in roles
         assert all(s["name"] in accounts and s["namespace"] == "numaguard" for s in binding["subjects"])

@@ -245,7 +245,8 @@ async def test_binding_is_denied_with_the_nodes_reason_when_the_node_refuses(
         "code": 403,
         "reason": "TopologyAffinityError",
         "message": "node node-a cannot admit pod default/tightly-coupled-database: TopologyAffinityError: "
-        "Resources cannot be allocated with Topology locality",
+        "Resources cannot be allocated with Topology locality"
+        "; the scheduler will retry the pod, on another node if one can align it",
     }
 
 

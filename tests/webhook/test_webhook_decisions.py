@@ -108,6 +108,7 @@ def test_a_refusal_denies_with_the_nodes_reason_and_403() -> None:
     assert (outcome.denial.code, outcome.denial.reason) == (403, "SMTAlignmentError")
     assert outcome.denial.message == (
         "node node-a cannot admit pod ml/train-x7k2p: SMTAlignmentError: not enough free physical CPUs"
+        "; the scheduler will retry the pod, on another node if one can align it"
     )
 
 

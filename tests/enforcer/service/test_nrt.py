@@ -149,6 +149,8 @@ def test_attributes_name_the_topology_manager_policy_and_scope(policy: str, scop
     assert doc["attributes"] == [
         {"name": "topologyManagerPolicy", "value": policy},
         {"name": "topologyManagerScope", "value": scope},
+        {"name": "nodeTopologyPodsFingerprint", "value": "pfp0v001ef46db3751d8e999"},  # the empty pod set
+        {"name": "nodeTopologyPodsFingerprintMethod", "value": "with-exclusive-resources"},
     ]
     assert doc["topologyPolicies"] == [legacy]
 
@@ -382,7 +384,8 @@ def test_update_carries_the_stored_resource_version_and_keeps_foreign_metadata(
     assert publisher.publish(busy_engine()) == "updated"
     metadata = api.objects["node-a"]["metadata"]
     assert metadata["labels"] == {"team": "hpc", "app.kubernetes.io/managed-by": "numaguard"}
-    assert metadata["annotations"] == {"note": "kept"}
+    fingerprint = nrt.pod_set_fingerprint(busy_engine())
+    assert metadata["annotations"] == {"note": "kept", "topology.node.k8s.io/fingerprint": fingerprint}
     assert api.calls == ["get", "create", "get", "replace"]
 
 

@@ -1,0 +1,301 @@
+"""``filter`` and ``prioritize``: per node, the enforcer's own admission run on the replica.
+
+Per candidate node (``ExtenderArgs.NodeNames``), in this order:
+
+========================================  ==================================================================
+node                                       filter answer
+========================================  ==================================================================
+pod needs no alignment (not Guaranteed)    every node passes at once, no replica is read
+not enforced (the directory names none)    passes: numaguard has no opinion
+no replica yet (first poll pending)        passes: no opinion (the poll is started now)
+pod can never be admitted there            ``FailedAndUnresolvableNodes`` with the kubelet's reason: the
+(dry run on an empty twin refuses it)      machine is too small or the policy forbids it even on an
+                                           empty node, so preemption must not try it; known from the
+                                           machine and configuration alone, so also on a stale replica
+replica fresh, dry run admits              passes
+replica fresh, dry run refuses             ``FailedNodes`` with the kubelet's reason
+                                           (``TopologyAffinityError: ...``): preemption may make room
+replica stale (poller behind)              passes: no opinion
+enforcer down (polls failing past the      ``enforcer_down="filter"`` (default, matching the webhook's
+freshness bound)                           ``failureMode: deny``, which will deny the binding):
+                                           ``FailedAndUnresolvableNodes`` ``EnforcerUnavailable: ...``
+                                           (preemption cannot bring an enforcer back);
+                                           ``"pass"`` (webhook ``failureMode: allow``): passes
+========================================  ==================================================================
+
+This is what ``ignorable: true`` implies, applied node by node: when the extender as a whole fails
+(timeout, 4xx/5xx, ``Error`` set) the scheduler goes on without it (``findNodesThatPassExtenders``
+skips an ignorable extender's error), so the extender must never be *needed*; it filters a node only
+when it knows the binding would be refused there.  The binding webhook stays the final authority.
+
+Messages name no node, so the scheduler's summary groups them (``0/8 nodes are available:
+3 TopologyAffinityError: Resources cannot be allocated with Topology locality, ...``).
+
+Dry-run answers are cached by ``(state_key, pod shape)``: the same pod shape on a node whose state
+did not change (or on another node in the same state) is answered without running the engine again,
+and ``prioritize`` after ``filter`` for the same pod runs nothing.  Decisions are serialised by one
+lock (the engine is not thread-safe, and kube-scheduler calls an extender one pod at a time).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from enforcer.engine.node import NodeEngine
+from extender import engine_adapter, scoring, wire
+from extender.directory import EnforcerDirectory
+from extender.engine_adapter import DryRun
+from extender.replica import NodeReplica, ReplicaStore, ReplicaView
+from shared import qos
+from shared.errors import DomainError
+from shared.pod import Pod, parse_pod
+from shared.resources import PodResources
+
+EnforcerDownPolicy = Literal["filter", "pass"]
+Verdict = Literal["passed", "failed", "unresolvable", "no_alignment_needed", "no_opinion"]
+ENFORCER_UNAVAILABLE = "EnforcerUnavailable"
+DEFAULT_CACHE_ENTRIES = 50_000
+PREPARED_SHAPES = 8
+"""How many recent pod shapes :meth:`Extender.prepare` answers on a new replica ahead of the scheduler."""
+
+
+@dataclass(frozen=True, slots=True)
+class NodeAnswer:
+    verdict: Verdict
+    message: str | None = None
+    outcome: DryRun | None = None
+    holds: bool = False  # the node already holds an allocation for this pod uid (a retried scheduling)
+
+
+class _Cache:
+    """A bounded LRU map of dry-run answers."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self._items: OrderedDict[tuple[str, str], DryRun] = OrderedDict()
+        self._lock = threading.Lock()  # short sections only: computing happens outside
+        self.hits = 0
+        self.misses = 0
+
+    def peek(self, key: tuple[str, str]) -> DryRun | None:
+        with self._lock:
+            found = self._items.get(key)
+            if found is not None:
+                self._items.move_to_end(key)
+                self.hits += 1
+            return found
+
+    def put(self, key: tuple[str, str], value: DryRun) -> None:
+        with self._lock:
+            self._items[key] = value
+            if len(self._items) > self.size:
+                self._items.popitem(last=False)
+
+    def get(self, key: tuple[str, str], compute: Callable[[], DryRun]) -> DryRun:
+        found = self.peek(key)
+        if found is not None:
+            return found
+        with self._lock:
+            self.misses += 1
+        value = compute()
+        self.put(key, value)
+        return value
+
+
+class Extender:
+    """The decisions behind ``POST /filter`` and ``POST /prioritize``; framework-free."""
+
+    def __init__(
+        self,
+        store: ReplicaStore,
+        directory: EnforcerDirectory,
+        *,
+        enforcer_down: EnforcerDownPolicy = "filter",
+        on_new_node: Callable[[str], None] | None = None,
+        cache_entries: int = DEFAULT_CACHE_ENTRIES,
+    ) -> None:
+        self.store = store
+        self.directory = directory
+        self.enforcer_down = enforcer_down
+        self.on_new_node = on_new_node
+        self._lock = threading.Lock()
+        self._cache = _Cache(cache_entries)
+        self._twins: dict[str, NodeEngine] = {}  # config_key -> an empty engine of that machine and configuration
+        self._seen: set[str] = set()
+        # the pod shapes asked about lately (shape -> the pod as each gate value reads it), for prepare()
+        self._recent: OrderedDict[tuple[bool, str], PodResources] = OrderedDict()
+        self._recent_lock = threading.Lock()
+        store.prepare = self.prepare  # new replicas arrive with the recent shapes answered
+
+    # ------------------------------------------------------------------ the two verbs
+    def filter(self, body: object) -> dict[str, Any]:
+        """An ``ExtenderFilterResult``; raises wire.MalformedArgs for a body that is not ``ExtenderArgs``."""
+        args = wire.parse_args(body)
+        answers = self.answers(args)
+        passed = [n for n in args.node_names if answers[n].verdict not in ("failed", "unresolvable")]
+        failed = {n: a.message or "" for n, a in answers.items() if a.verdict == "failed"}
+        unresolvable = {n: a.message or "" for n, a in answers.items() if a.verdict == "unresolvable"}
+        return wire.filter_result(args, passed, failed, unresolvable)
+
+    def prioritize(self, body: object) -> list[dict[str, Any]]:
+        """A ``HostPriorityList`` for every node of the request."""
+        args = wire.parse_args(body)
+        answers = self.answers(args)
+        scores = []
+        for name in args.node_names:
+            answer = answers[name]
+            if answer.holds:
+                value = wire.MAX_EXTENDER_PRIORITY  # binding there returns the allocation it already holds
+            elif answer.outcome is not None:
+                value = scoring.score(answer.outcome)
+            else:
+                value = scoring.NO_OPINION
+            scores.append((name, value))
+        return wire.host_priority_list(scores)
+
+    # ------------------------------------------------------------------ per node
+    def answers(self, args: wire.ExtenderArgs) -> dict[str, NodeAnswer]:
+        pod = _parse(args.pod)
+        converted: dict[bool, PodResources | None] = {}
+        for gate in (True, False):  # nodes may run with or without the PodLevelResources gate
+            _needs_alignment(pod, converted, gate)
+        if all(resources is None for resources in converted.values()):
+            return {name: NodeAnswer("no_alignment_needed") for name in args.node_names}
+        shapes = {gate: engine_adapter.pod_shape(r) for gate, r in converted.items() if r is not None}
+        self._remember(converted, shapes)
+        with self._lock:
+            self._learn(args.node_names)
+            result: dict[str, NodeAnswer] = {}
+            for name in args.node_names:
+                if name not in result:
+                    result[name] = self._answer(name, converted, shapes)
+            return result
+
+    def _answer(self, name: str, converted: dict[bool, PodResources | None], shapes: dict[bool, str]) -> NodeAnswer:
+        if self.directory.url_for(name) is None:
+            return NodeAnswer("no_opinion", "node is not enforced by numaguard")
+        view = self.store.view(name)
+        replica = view.replica
+        if replica is None:
+            if view.freshness == "down" and self.enforcer_down == "filter":
+                return NodeAnswer("unresolvable", _down_message(view))
+            return NodeAnswer("no_opinion", "no replica of this node yet")
+        engine = replica.engine
+        gate = engine.config.gates.pod_level_resources
+        resources = converted[gate]
+        if resources is None:
+            return NodeAnswer("no_alignment_needed")
+        if resources.uid in engine.state.pods:
+            # a pod scheduled again after its binding failed past the allocation: the enforcer answers an
+            # allocation request for this uid idempotently, so this node admits it whatever is free now
+            return NodeAnswer("passed", "already allocated on this node", holds=True)
+        shape = shapes[gate]
+        never = self._cache.get(("empty:" + replica.config_key, shape), lambda: self._twin_dry_run(replica, resources))
+        if not never.admitted:
+            return NodeAnswer("unresolvable", _refusal(never))
+        if view.freshness == "down":
+            if self.enforcer_down == "filter":
+                return NodeAnswer("unresolvable", _down_message(view))
+            return NodeAnswer("no_opinion", view.error)
+        if view.freshness != "fresh":
+            return NodeAnswer("no_opinion", "replica is stale")
+        outcome = self._cache.get((replica.state_key, shape), lambda: engine_adapter.dry_run(engine, resources))
+        if outcome.admitted:
+            return NodeAnswer("passed", outcome=outcome)
+        return NodeAnswer("failed", _refusal(outcome), outcome)
+
+    # ------------------------------------------------------------------ ahead of the scheduler
+    def prepare(self, replica: NodeReplica) -> None:
+        """Answer the recent pod shapes on a replica before it is installed (the poller's thread calls this).
+
+        Nobody else holds the new replica's engine yet, so this needs no decision lock: a burst of pods
+        of a few shapes then finds its answers cached when ``filter`` asks, and only a shape never seen
+        before costs a dry run per node on the request path."""
+        gate = replica.engine.config.gates.pod_level_resources
+        with self._recent_lock:
+            recent = [(shape, pod) for (g, shape), pod in reversed(self._recent.items()) if g == gate]
+        for shape, pod in recent[:PREPARED_SHAPES]:
+            key = (replica.state_key, shape)
+            if self._cache.peek(key) is None:
+                self._cache.put(key, engine_adapter.dry_run(replica.engine, pod))
+
+    def _remember(self, converted: dict[bool, PodResources | None], shapes: dict[bool, str]) -> None:
+        with self._recent_lock:
+            for gate, shape in shapes.items():
+                pod = converted[gate]
+                assert pod is not None
+                self._recent[(gate, shape)] = pod
+                self._recent.move_to_end((gate, shape))
+            while len(self._recent) > PREPARED_SHAPES:
+                self._recent.popitem(last=False)
+
+    def _twin_dry_run(self, replica: NodeReplica, pod: PodResources) -> DryRun:
+        twin = self._twins.get(replica.config_key)
+        if twin is None:
+            twin = self._twins[replica.config_key] = engine_adapter.empty_twin(replica.engine)
+        return engine_adapter.dry_run(twin, pod)
+
+    def _learn(self, names: tuple[str, ...]) -> None:
+        if self.on_new_node is None:
+            return
+        for name in names:
+            if name not in self._seen and self.directory.url_for(name) is not None:
+                self._seen.add(name)
+                self.on_new_node(name)
+
+    @property
+    def cache_stats(self) -> tuple[int, int]:
+        return self._cache.hits, self._cache.misses
+
+
+def _parse(raw: Any) -> Pod:
+    try:
+        return parse_pod(raw, copy_raw=False)
+    except DomainError as err:
+        where = f"Pod.{err.field}: " if err.field else "Pod: "
+        raise wire.MalformedArgs(f"ExtenderArgs.{where}{err.message}") from None
+
+
+def _needs_alignment(pod: Pod, converted: dict[bool, PodResources | None], gate: bool) -> PodResources | None:
+    """The engine's view of the pod when a node could pin anything for it (Guaranteed QoS), else None.
+
+    Only Guaranteed pods get exclusive CPUs (static policy), pinned memory (Static policy) or a
+    Topology Manager hint that can refuse them; everything else is admitted wherever it fits, which
+    the scheduler's own NodeResourcesFit already checks."""
+    if gate not in converted:
+        try:
+            resources = pod.to_resources(pod_level_resources=gate)
+        except DomainError as err:
+            raise wire.MalformedArgs(f"ExtenderArgs.Pod.{err.field or 'spec'}: {err.message}") from None
+        pod_qos = qos.qos_class(resources, pod_level_resources_gate=gate)
+        converted[gate] = None if pod_qos != "Guaranteed" else _with_qos(resources, pod_qos)
+    return converted[gate]
+
+
+def _with_qos(pod: PodResources, pod_qos: Any) -> PodResources:
+    return PodResources(
+        uid=pod.uid or engine_adapter.DRY_RUN_UID,
+        namespace=pod.namespace,
+        name=pod.name or "pod",
+        containers=pod.containers,
+        pod=pod.pod,
+        qos_class=pod_qos,
+        priority=pod.priority,
+        overhead=pod.overhead,
+    )
+
+
+def _refusal(outcome: DryRun) -> str:
+    return f"{outcome.reason}: {outcome.message}" if outcome.message else str(outcome.reason)
+
+
+def _down_message(view: ReplicaView) -> str:
+    del view  # the poll error stays in the logs and on /replicas: messages must not differ per node
+    return (
+        f"{ENFORCER_UNAVAILABLE}: the node's numaguard enforcer does not answer, so the binding webhook would "
+        "refuse the binding"
+    )
