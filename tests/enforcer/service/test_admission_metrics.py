@@ -7,7 +7,7 @@ sends real pods through the API in process (the real lifespan and engine) and re
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -21,8 +21,6 @@ from enforcer.service import auth, deps, main
 
 pytestmark = pytest.mark.anyio
 
-Api = Callable[..., Any]
-
 
 async def _client(tmp_path: Path, **overrides: Any) -> AsyncIterator[httpx.AsyncClient]:
     app = main.create_app(
@@ -30,9 +28,12 @@ async def _client(tmp_path: Path, **overrides: Any) -> AsyncIterator[httpx.Async
     )
     app.dependency_overrides[deps.require_writer] = lambda: auth.Caller("certificate", "test-writer")
     app.dependency_overrides[deps.require_reader] = lambda: auth.Caller("certificate", "test-reader")
-    async with app.router.lifespan_context(app):
-        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://enforcer") as client:
-            yield client
+    transport = httpx.ASGITransport(app=app)
+    async with (
+        app.router.lifespan_context(app),
+        httpx.AsyncClient(transport=transport, base_url="http://enforcer") as client,
+    ):
+        yield client
 
 
 @pytest.fixture
