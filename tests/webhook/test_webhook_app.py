@@ -546,9 +546,11 @@ async def test_metrics_count_reviews_denials_and_bad_requests(client: httpx.Asyn
     await post(client, "/mutate", "create-mutate-invalid-plr-aggregate")
     await client.post("/mutate", content=b"nope")
     text = (await client.get("/metrics")).text
-    assert 'numaguard_webhook_denials_total{operation="create",reason="Invalid"} 1.0' in text
+    hook = 'webhook="pods-create.mutate.numaguard.io"'
+    assert f'numaguard_webhook_denials_total{{operation="create",reason="Invalid",{hook}}} 1.0' in text
     assert "numaguard_webhook_bad_requests_total 1.0" in text
-    assert 'numaguard_webhook_admission_duration_seconds_count{operation="create",result="denied"} 1.0' in text
+    duration = "numaguard_webhook_admission_duration_seconds_count"
+    assert f'{duration}{{operation="create",result="denied",{hook}}} 1.0' in text
 
 
 async def test_readiness_fails_until_every_pod_source_has_synced(enforcer: FakeEnforcer) -> None:
