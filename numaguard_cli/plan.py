@@ -20,7 +20,11 @@ EXIT_MISMATCH = 1  # --check: the plan differs from the scenario's expect
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("scenario", nargs="?", help="scenario file (YAML or JSON); default: the bundled seed scenarios")
+    parser.add_argument(
+        "scenario",
+        nargs="*",
+        help="scenario files (YAML or JSON), each run on its own node; default: the bundled seed scenarios",
+    )
     parser.add_argument(
         "-o",
         "--output",
@@ -47,7 +51,7 @@ def run(args: argparse.Namespace) -> int:
     from enforcer.engine import scenario
     from numaguard_cli import plan_check, plan_table, scenario_schema
 
-    paths = [Path(args.scenario)] if args.scenario else sorted(DEFAULT_SCENARIOS.glob("*.yaml"))
+    paths = [Path(s) for s in args.scenario or ()] or sorted(DEFAULT_SCENARIOS.glob("*.yaml"))
     output = args.output or ("json" if args.scenario else "table")
     mismatched = 0
     for path in paths:
