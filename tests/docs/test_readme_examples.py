@@ -112,3 +112,37 @@ def test_the_readme_examples_run_as_written_and_give_the_seed_database_its_cpus(
         done = run_bash(script.replace("8443", port), workspace)
         assert done.returncode == 0, f"README.md line {example.line} failed:\n{done.stderr[-3000:]}"
         assert "'node': 'my-node'" in done.stdout
+
+
+# -- docs/operations.md ---------------------------------------------------------------------------------
+
+OPERATIONS = REPO / "docs" / "operations.md"
+OVERLAY = re.compile(r"<!-- operations-test: kustomization -->\n```yaml\n(.*?)^```", re.S | re.M)
+
+
+def test_every_example_of_the_operations_guide_is_marked() -> None:
+    found = examples(OPERATIONS.read_text())
+    assert found and all(e.mode == "skip" for e in found)  # cluster commands: none runs here
+
+
+@pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl renders the overlay")
+def test_the_documented_image_override_rewrites_every_numaguard_container(tmp_path: Path) -> None:
+    """The overlay of "Build and push the image", as written, over the repository's manifests."""
+    import yaml
+
+    match = OVERLAY.search(OPERATIONS.read_text())
+    assert match is not None
+    overlay = tmp_path / "my-overlay"
+    overlay.mkdir()
+    (tmp_path / "manifests").symlink_to(REPO / "manifests")
+    (overlay / "kustomization.yaml").write_text(match.group(1))
+    rendered = subprocess.run(
+        ["kubectl", "kustomize", str(overlay)], capture_output=True, text=True, timeout=HANG_GUARD
+    )
+    assert rendered.returncode == 0, rendered.stderr
+    images = []
+    for document in yaml.safe_load_all(rendered.stdout):
+        spec = (document or {}).get("spec", {}).get("template", {}).get("spec", {})
+        images += [c["image"] for c in spec.get("containers", []) + spec.get("initContainers", [])]
+    assert len(images) >= 2  # the webhook Deployment and the enforcer DaemonSet
+    assert set(images) == {"registry.example.com/platform/numaguard:0.1.0"}
