@@ -25,7 +25,9 @@ Where the kubelet increments each (kubernetes/kubernetes, v1.36):
   ``OutOf...`` reasons, ``Other`` for the rest (``SMTAlignmentError`` included).
 
 On a refusal only the container (or pod) that failed is counted as a pinning request: the engine
-decides on a copy and does not report how far it got before the failure.
+decides on a copy and does not report how far it got before the failure.  The duration is observed in
+fractional milliseconds (the kubelet truncates to whole ones, which would put every decision of this
+engine, a fraction of a millisecond, in the first bucket); unit and buckets are the kubelet's.
 """
 
 from __future__ import annotations
