@@ -132,7 +132,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="name to verify the enforcer's certificate against, when URL is an address it does not name",
     )
     parser.add_argument("-n", "--namespace", help="only pods of this namespace")
-    parser.add_argument("-o", "--output", choices=("table", "json"), default="table", help="table (default) or json")
+    parser.add_argument(
+        "-o",
+        "--output",
+        choices=("table", "wide", "json", "yaml"),
+        default="table",
+        help="table (default), wide (plus QoS, pod NUMA affinity, pod shared pool, UID), json or yaml "
+        "(both: the enforcer's answers as served)",
+    )
     parser.add_argument(
         "--watch", action="store_true", help="poll and redraw whenever the answer changes (Ctrl-C ends)"
     )
@@ -418,20 +425,25 @@ def run(args: argparse.Namespace) -> int:
         )
         with reader:
             render: Callable[[view.Snapshot], str] = view.render_table
-            if args.output == "json":
+            if args.output == "wide":
+                render = functools.partial(view.render_table, wide=True)
+            elif args.output == "json":
                 # one document per line while watching, so the stream can feed a JSON-lines consumer
                 render = functools.partial(view.render_json, compact=args.watch)
+            elif args.output == "yaml":
+                render = view.render_yaml
             if not args.watch:
                 print(render(reader.snapshot()))
                 return 0
-            is_terminal = sys.stdout.isatty() and args.output == "table"
+            human = args.output in ("table", "wide")
+            is_terminal = sys.stdout.isatty() and human
             return watch(
                 lambda: render(reader.snapshot()),
                 interval=args.interval,
                 count=args.count,
                 out=sys.stdout,
                 clear_screen=is_terminal,
-                title=f"numaguard allocations --enforcer {reader.base_url}" if args.output == "table" else "",
+                title=f"numaguard allocations --enforcer {reader.base_url}" if human else "",
             )
     except QueryError as error:
         print(f"numaguard allocations: {error.message}", file=sys.stderr)

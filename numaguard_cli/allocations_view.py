@@ -4,7 +4,8 @@ A container's CPU NUMA nodes are not in the allocation; they are derived here
 from its CPU list and the machine document of ``GET /topology`` (``cpus[].numa``),
 so the table shows when a container's CPUs and its memory sit on different
 nodes.  Memory columns use binary units rounded to one decimal (exact values
-are in ``-o json``).
+are in ``-o json`` / ``-o yaml``).  ``-o wide`` adds, as kubectl's does, the columns
+that make a row long: the pod's QoS class, NUMA affinity, pod shared pool and UID.
 
 Pure: parsed ``shared.contract`` bodies in, strings out.  No network, no
 terminal control, no clock.
@@ -24,6 +25,7 @@ MISSING = "-"
 # A CPU the topology document does not know (the answers came from different machines).
 UNKNOWN_NUMA = "?"
 TABLE_HEADER = ("POD", "CONTAINER", "ASSIGNMENT", "CPUS", "CPU NUMA", "MEMORY", "MEMORY NUMA", "CFS QUOTA")
+WIDE_HEADER = (*TABLE_HEADER, "QOS", "POD NUMA AFFINITY", "POD SHARED POOL", "UID")
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,8 +48,14 @@ class ContainerRow:
     memory_assignment: str
     memory_numa: str
     cfs_quota: str
+    qos_class: str = MISSING
+    pod_numa_affinity: str = MISSING
+    pod_shared_pool: str = MISSING
+    uid: str = MISSING
 
-    def cells(self) -> tuple[str, ...]:
+    def cells(self, *, wide: bool = False) -> tuple[str, ...]:
+        if wide:
+            return (*self.cells(), self.qos_class, self.pod_numa_affinity, self.pod_shared_pool, self.uid)
         return (
             self.pod,
             self.container,
@@ -98,9 +106,23 @@ def container_rows(snapshot: Snapshot) -> list[ContainerRow]:
                     memory_assignment=container.memory_assignment,
                     memory_numa=MISSING if memory_nodes is None else _numa_text(memory_nodes),
                     cfs_quota=container.cfs_quota,
+                    qos_class=pod.qos_class,
+                    pod_numa_affinity=MISSING if pod.numa_affinity is None else _numa_text(pod.numa_affinity),
+                    pod_shared_pool=_pool_text(pod.pod_shared_pool),
+                    uid=pod.uid,
                 )
             )
     return rows
+
+
+def _pool_text(pool: contract.PodSharedPool | None) -> str:
+    """``4,20`` for the CPUs, ``mem NUMA 0`` when only memory pooled, both when both."""
+    if pool is None:
+        return MISSING
+    parts = [pool.cpus] if pool.cpus else []
+    if pool.memory_numa_nodes is not None:
+        parts.append(f"mem NUMA {_numa_text(pool.memory_numa_nodes)}")
+    return " ".join(parts) or MISSING
 
 
 def memory_types(topology: contract.TopologyView) -> list[str]:
@@ -159,14 +181,17 @@ def _resize_lines(allocations: contract.AllocationList) -> list[str]:
     return lines
 
 
-def render_table(snapshot: Snapshot) -> str:
-    """The allocations table, the node's pools, pending resizes and free resources per NUMA node."""
+def render_table(snapshot: Snapshot, *, wide: bool = False) -> str:
+    """The allocations table, the node's pools, pending resizes and free resources per NUMA node.
+
+    ``wide`` (``-o wide``) adds the pod's QoS class, NUMA affinity, shared pool and UID to each row."""
     allocations, topology = snapshot.allocations, snapshot.topology
     rows = container_rows(snapshot)
     pods = len(allocations.items)
     lines = [f"node {allocations.node}: {pods} pod{'s' if pods != 1 else ''}, {len(rows)} containers"]
     if rows:
-        lines += columns([TABLE_HEADER, *(row.cells() for row in rows)])
+        header = WIDE_HEADER if wide else TABLE_HEADER
+        lines += columns([header, *(row.cells(wide=wide) for row in rows)])
     else:
         lines.append("no allocations")
     lines.append("")
@@ -184,9 +209,24 @@ def render_table(snapshot: Snapshot) -> str:
     return "\n".join(lines)
 
 
+def _document(snapshot: Snapshot) -> dict[str, Any]:
+    return {"allocations": snapshot.raw_allocations, "topology": snapshot.raw_topology}
+
+
 def render_json(snapshot: Snapshot, *, compact: bool = False) -> str:
     """Both bodies as the enforcer served them: ``{"allocations": ..., "topology": ...}``."""
-    document = {"allocations": snapshot.raw_allocations, "topology": snapshot.raw_topology}
+    document = _document(snapshot)
     if compact:
         return json.dumps(document, separators=(",", ":"), sort_keys=True)
     return json.dumps(document, indent=2, sort_keys=True)
+
+
+def render_yaml(snapshot: Snapshot) -> str:
+    """The same document as ``-o json``, in YAML (keys sorted, block style), as ``kubectl -o yaml`` prints.
+
+    Under ``--watch`` each poll is its own YAML document (``---`` first), so a stream parses with
+    ``yaml.safe_load_all``."""
+    import yaml  # only -o yaml pays for it
+
+    text: str = yaml.safe_dump(_document(snapshot), sort_keys=True, default_flow_style=False)
+    return "---\n" + text.rstrip("\n")

@@ -150,7 +150,7 @@ def run(args: argparse.Namespace) -> int:
     if args.plan_only:
         from numaguard_cli import plan
 
-        return plan.run(argparse.Namespace(scenario=None, output=args.output))
+        return plan.run(argparse.Namespace(scenario=None, output=args.output, check=False))
     try:
         with _sigterm_as_interrupt():
             Demo(keep=args.keep, preference=args.topology).run()

@@ -10,9 +10,17 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import importlib.metadata
 import sys
 from collections.abc import Sequence
 
+DESCRIPTION = (
+    "Pod-level resource managers and safe in-place resize for Kubernetes: the admission webhook, the per-node "
+    "enforcer, and the tools to plan, inspect and repair them."
+)
+EPILOG = "Run 'numaguard COMMAND --help' for a command's options. Docs: README.md, docs/operations.md."
+
+# One line per subcommand: name -> module (``HELP``, ``add_arguments``, ``run``).  Add new ones here.
 SUBCOMMANDS: dict[str, str] = {
     "plan": "numaguard_cli.plan",
     "enforcer": "numaguard_cli.enforcer_cmd",
@@ -25,9 +33,18 @@ SUBCOMMANDS: dict[str, str] = {
 }
 
 
+def package_version() -> str:
+    """The installed distribution's version (pyproject.toml ``[project] version``)."""
+    try:
+        return importlib.metadata.version("numaguard")
+    except importlib.metadata.PackageNotFoundError:  # run from a source tree that was never installed
+        return "unknown (not installed)"
+
+
 def build_parser(selected: str | None) -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="numaguard", description=__doc__.splitlines()[0] if __doc__ else None)
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    parser = argparse.ArgumentParser(prog="numaguard", description=DESCRIPTION, epilog=EPILOG)
+    parser.add_argument("--version", action="version", version=f"numaguard {package_version()}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", title="commands")
     for name, module_name in SUBCOMMANDS.items():
         if selected is not None and name != selected:
             sub.add_parser(name)

@@ -28,7 +28,9 @@ Requirement = Literal["requests", "limits"]
 Operation = Literal["add", "remove", "increase", "decrease"]
 
 QOS_MESSAGE = "Pod QOS Class may not change as a result of resizing"
-CONTAINERS_CHANGED_MESSAGE = "containers may not be added, removed, renamed or reordered by a resize"
+CPU_MEMORY_MESSAGE = "only cpu and memory resources are mutable"
+SIDECAR_CPU_MEMORY_MESSAGE = "only cpu and memory resources for sidecar containers are mutable"
+INIT_IMMUTABLE_MESSAGE = "resources for non-sidecar init containers are immutable"
 
 
 @dataclass(frozen=True, slots=True)
@@ -139,54 +141,76 @@ def resize_violations(
     old_app = [r for r in old_containers if r.kind == "app"]
     new_app = [r for r in new_containers if r.kind == "app"]
 
-    init_aligned = [c.name for c in old.spec.init_containers] == [c.name for c in new.spec.init_containers]
-    app_aligned = [c.name for c in old.spec.containers] == [c.name for c in new.spec.containers]
-    if not init_aligned:
-        violations.append(FieldViolation("spec.initContainers", "Forbidden", CONTAINERS_CHANGED_MESSAGE, "L6"))
-    if not app_aligned:
-        violations.append(FieldViolation("spec.containers", "Forbidden", CONTAINERS_CHANGED_MESSAGE, "L6"))
+    # L6 (validatePodResizeContainerOrdering): the rest assumes the containers line up, so stop here if not.
+    ordering = _ordering_violations(old, new)
+    if ordering:
+        return violations + ordering
 
     # L3: nothing set before may disappear (sidecars, then app containers, as upstream walks them)
-    if init_aligned:
-        for ix, (before, after) in enumerate(zip(old_init, new_init, strict=True)):
-            if old.spec.init_containers[ix].is_sidecar:
-                violations += _removal_violations(before.requirements, after.requirements, f"spec.initContainers[{ix}]")
-    if app_aligned:
-        for ix, (before, after) in enumerate(zip(old_app, new_app, strict=True)):
-            violations += _removal_violations(before.requirements, after.requirements, f"spec.containers[{ix}]")
+    for ix, (before, after) in enumerate(zip(old_init, new_init, strict=True)):
+        if old.spec.init_containers[ix].is_sidecar:
+            violations += _removal_violations(before.requirements, after.requirements, f"spec.initContainers[{ix}]")
+    for ix, (before, after) in enumerate(zip(old_app, new_app, strict=True)):
+        violations += _removal_violations(before.requirements, after.requirements, f"spec.containers[{ix}]")
     if pod_level_resize and old_stanza is not None:
         violations += _removal_violations(old_stanza, new_stanza or defaults.Requirements(), "spec")
 
-    # L4/L5: only cpu and memory may change, and only where a resize may touch resources at all
-    if app_aligned:
-        for ix, (before, after) in enumerate(zip(old_app, new_app, strict=True)):
-            if not _same_apart_from_cpu_memory(
-                _raw_containers(old, "containers")[ix], _raw_containers(new, "containers")[ix], before, after
-            ):
-                violations.append(
-                    FieldViolation("spec", "Forbidden", "only cpu and memory resources are mutable", "L4")
-                )
-    if init_aligned:
-        for ix, (before, after) in enumerate(zip(old_init, new_init, strict=True)):
-            raw_before = _raw_containers(old, "initContainers")[ix]
-            raw_after = _raw_containers(new, "initContainers")[ix]
-            if new.spec.init_containers[ix].is_sidecar:
-                if not _same_apart_from_cpu_memory(raw_before, raw_after, before, after):
-                    violations.append(
-                        FieldViolation(
-                            "spec",
-                            "Forbidden",
-                            "only cpu and memory resources for sidecar containers are mutable",
-                            "L4",
-                        )
-                    )
-            elif not _same_apart_from_cpu_memory(raw_before, raw_after, before, after, resources_mutable=False):
-                violations.append(
-                    FieldViolation("spec", "Forbidden", "resources for non-sidecar init containers are immutable", "L5")
-                )
+    # L4/L5 for init containers first (upstream's loop over initContainers), one error per container
+    for ix, (before, after) in enumerate(zip(old_init, new_init, strict=True)):
+        raw_before = _raw_containers(old, "initContainers")[ix]
+        raw_after = _raw_containers(new, "initContainers")[ix]
+        if new.spec.init_containers[ix].is_sidecar:
+            if not _same_apart_from_cpu_memory(raw_before, raw_after, before, after):
+                violations.append(FieldViolation("spec", "Forbidden", SIDECAR_CPU_MEMORY_MESSAGE, "L4"))
+        elif not _same_apart_from_cpu_memory(raw_before, raw_after, before, after, resources_mutable=False):
+            violations.append(FieldViolation("spec", "Forbidden", INIT_IMMUTABLE_MESSAGE, "L5"))
+    # L4 for app containers (upstream deep-compares the munged spec once; the texts are the same and
+    # the webhook words each distinct violation once)
+    for ix, (before, after) in enumerate(zip(old_app, new_app, strict=True)):
+        if not _same_apart_from_cpu_memory(
+            _raw_containers(old, "containers")[ix], _raw_containers(new, "containers")[ix], before, after
+        ):
+            violations.append(FieldViolation("spec", "Forbidden", CPU_MEMORY_MESSAGE, "L4"))
     if pod_level_resize and not _pod_level_same_apart_from_cpu_memory(old, new, old_stanza, new_stanza):
         # KEP-5419: pod-level cpu/memory may change; hugepages (and claims) may not
-        violations.append(FieldViolation("spec", "Forbidden", "only cpu and memory resources are mutable", "L11"))
+        violations.append(FieldViolation("spec", "Forbidden", CPU_MEMORY_MESSAGE, "L11"))
+    return violations
+
+
+def _ordering_violations(old: Pod, new: Pod) -> list[FieldViolation]:
+    return ordering_violations(
+        {
+            "containers": [c.name for c in old.spec.containers],
+            "initContainers": [c.name for c in old.spec.init_containers],
+        },
+        {
+            "containers": [c.name for c in new.spec.containers],
+            "initContainers": [c.name for c in new.spec.init_containers],
+        },
+    )
+
+
+def ordering_violations(old: Mapping[str, Sequence[str]], new: Mapping[str, Sequence[str]]) -> list[FieldViolation]:
+    """L6, upstream ``validatePodResizeContainerOrdering``: no container added, removed, renamed or reordered.
+
+    ``old`` / ``new`` map ``containers`` and ``initContainers`` to the names in order.  A count change is
+    one error on the list; same count, one error per position whose name changed (a swap names both),
+    with the list's own name in the message, as upstream words it."""
+    violations: list[FieldViolation] = []
+    for key in ("containers", "initContainers"):
+        before, after = old.get(key, ()), new.get(key, ())
+        if len(before) != len(after):
+            violations.append(
+                FieldViolation(f"spec.{key}", "Forbidden", f"{key} may not be added or removed on resize", "L6")
+            )
+            continue
+        for ix, (was, now) in enumerate(zip(before, after, strict=True)):
+            if was != now:
+                violations.append(
+                    FieldViolation(
+                        f"spec.{key}[{ix}].name", "Forbidden", f"{key} may not be renamed or reordered on resize", "L6"
+                    )
+                )
     return violations
 
 

@@ -80,7 +80,7 @@ async def review_request(
     elapsed = time.monotonic() - started
     result = "denied" if not response.allowed else ("patched" if response.patch else "allowed")
     reason = response.status.reason if response.status is not None else None
-    services.metrics.observe_admission(label, result, elapsed, reason=reason)
+    services.metrics.observe_admission(label, result, elapsed, mode=mode, reason=reason)
     log.info(
         "admission reviewed",
         extra={

@@ -4,11 +4,17 @@ Each :class:`WebhookMetrics` owns its own ``CollectorRegistry``: two apps in
 one process (tests, a restart inside a test) never collide on metric names,
 and ``/metrics`` shows exactly one app's numbers.
 
-* ``numaguard_webhook_admission_duration_seconds{operation, result}``: how
+* ``numaguard_webhook_admission_duration_seconds{webhook, operation, result}``: how
   long a review took; ``operation`` is ``create`` / ``binding`` / ``resize`` /
-  ``update`` / ``other``, ``result`` is ``allowed`` / ``patched`` / ``denied``.
-* ``numaguard_webhook_denials_total{operation, reason}``: denials by their
+  ``update`` / ``delete`` / ``other``, ``result`` is ``allowed`` / ``patched`` / ``denied``.
+* ``numaguard_webhook_denials_total{webhook, operation, reason}``: denials by their
   stable reason string (``Invalid``, ``TopologyAffinityError``, ...).
+
+``webhook`` is the hook that asked, by the name the webhook configurations give it
+(``pods-create.mutate.numaguard.io``, ...), which is also the ``name`` label of the
+apiserver's own ``apiserver_admission_webhook_admission_duration_seconds`` and
+``apiserver_admission_webhook_rejection_count``: one PromQL ``on (name)`` join puts the
+apiserver's view (round trip, timeouts) next to ours (time inside the webhook, reason).
 * ``numaguard_webhook_bad_requests_total``: bodies that were not a usable AdmissionReview (HTTP 400).
 * ``numaguard_webhook_enforcer_request_duration_seconds{call, outcome}`` and
   ``numaguard_webhook_enforcer_errors_total{call, kind}``: calls to the nodes'
@@ -30,20 +36,25 @@ _ADMISSION_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1
 _ENFORCER_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 3.0, 5.0)
 
 
+def hook_name(operation: str, mode: str) -> str:
+    """The admission webhook's name in the manifests for a review on ``/<mode>`` of ``operation``."""
+    return f"pods-{operation}.{mode}.numaguard.io"
+
+
 class WebhookMetrics:
     def __init__(self) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
         self.admission_duration = Histogram(
             "numaguard_webhook_admission_duration_seconds",
-            "Time to answer one AdmissionReview.",
-            ("operation", "result"),
+            "Time to answer one AdmissionReview, by webhook (the configuration's hook name), operation and result.",
+            ("webhook", "operation", "result"),
             buckets=_ADMISSION_BUCKETS,
             registry=self.registry,
         )
         self.denials = Counter(
             "numaguard_webhook_denials",
-            "AdmissionReviews answered allowed=false, by reason.",
-            ("operation", "reason"),
+            "AdmissionReviews answered allowed=false, by webhook, operation and reason.",
+            ("webhook", "operation", "reason"),
             registry=self.registry,
         )
         self.bad_requests = Counter(
@@ -65,10 +76,14 @@ class WebhookMetrics:
             registry=self.registry,
         )
 
-    def observe_admission(self, operation: str, result: str, seconds: float, *, reason: str | None = None) -> None:
-        self.admission_duration.labels(operation=operation, result=result).observe(seconds)
+    def observe_admission(
+        self, operation: str, result: str, seconds: float, *, mode: str, reason: str | None = None
+    ) -> None:
+        """One review on ``/<mode>`` (``mutate`` / ``validate``)."""
+        webhook = hook_name(operation, mode)
+        self.admission_duration.labels(webhook=webhook, operation=operation, result=result).observe(seconds)
         if result == "denied":
-            self.denials.labels(operation=operation, reason=reason or "Unknown").inc()
+            self.denials.labels(webhook=webhook, operation=operation, reason=reason or "Unknown").inc()
 
     def observe_enforcer_call(self, call: str, outcome: str, seconds: float, *, error_kind: str | None = None) -> None:
         self.enforcer_duration.labels(call=call, outcome=outcome).observe(seconds)

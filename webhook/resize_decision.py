@@ -17,11 +17,14 @@ Pure: the enforcer call happens in :mod:`webhook.handlers.pod_resize`.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 
 from shared import contract
 from shared.validation import FieldViolation
 from webhook import decision, errors, wording
+
+log = logging.getLogger(__name__)
 
 REASON_INVALID = "Invalid"
 REASON_FORBIDDEN = "Forbidden"
@@ -31,6 +34,7 @@ REASON_INFEASIBLE = "Infeasible"
 def illegal(violations: Sequence[FieldViolation], *, pod_key: str) -> decision.Decision:
     forbidden = all(v.type == "Forbidden" for v in violations)
     details = wording.violations(violations)
+    log.debug("resize illegal", extra={"pod": pod_key, "rules": wording.rule_ids(violations)})
     return decision.Decision.deny(
         errors.AdmissionDenied(
             f"resize of pod {pod_key} is not allowed: {details}",
@@ -46,8 +50,9 @@ def judged(result: contract.ResizeResult, *, node: str, pod_key: str) -> decisio
     if result.status == "Accepted":
         return decision.Decision.allow()
     if result.status == "Deferred":
-        why = f": {detail}" if detail else ""
-        return decision.Decision.allow(warnings=(f"node {node} deferred the resize until it has room{why}",))
+        return decision.Decision.allow(
+            warnings=(wording.deferred_warning(node=node, reason=result.reason, message=result.message),)
+        )
     return decision.Decision.deny(
         errors.AdmissionDenied(
             f"node {node} cannot resize pod {pod_key}: {detail or 'the resize is infeasible'}",

@@ -36,13 +36,36 @@ def names(items: Sequence[str]) -> str:
 
 
 def violation(item: validation.FieldViolation) -> str:
-    """``spec: Invalid value: "Burstable": Pod QOS Class may not change as a result of resizing (rule L2)``."""
+    """``spec: Invalid value: "Burstable": Pod QOS Class may not change as a result of resizing``.
+
+    The API server's ``field.Error`` text, nothing more: the spec's rule id (``item.rule``) is for
+    code, tests and logs (:func:`rule_ids`), not for the person reading the denial."""
     text = validation.format_violation(item)
     if not item.path:
         text = text.removeprefix(": ")
-    return f"{text} (rule {item.rule})"
+    return text
 
 
 def violations(items: Iterable[validation.FieldViolation]) -> str:
-    """Every violation once, in order, joined with ``; ``: the field path and the rule of each."""
-    return "; ".join(dict.fromkeys(violation(v) for v in items))
+    """The API server's aggregate: each distinct text once, ``, ``-joined, in ``[...]`` when more than one.
+
+    (``utilerrors.NewAggregate(...).Error()``, the text ``kubectl`` prints after ``is invalid:``.)"""
+    texts = list(dict.fromkeys(violation(v) for v in items))
+    if len(texts) == 1:
+        return texts[0]
+    return "[" + ", ".join(texts) + "]"
+
+
+def rule_ids(items: Iterable[validation.FieldViolation]) -> list[str]:
+    """The spec rule ids behind a denial, each once, for the log line next to it."""
+    return list(dict.fromkeys(v.rule for v in items))
+
+
+def deferred_warning(*, node: str, reason: str | None, message: str | None) -> str:
+    """The warning on a resize the node Deferred, key facts first so the 120-character cut spares them.
+
+    The node's message leads (how much is missing, where the pod is, what is free); the node's name
+    comes last, since the pod's own ``spec.nodeName`` already tells it.  The reason is dropped when it
+    only repeats ``Deferred``."""
+    detail = ": ".join(part for part in (None if reason == "Deferred" else reason, message) if part)
+    return cap(f"resize deferred: {detail or 'waiting for room'} (node {node})")

@@ -147,10 +147,11 @@ class Placement:
                     return numa_set.cpus
             if not self.alignment.strict and len(free) >= need:
                 return None  # best-effort: no aligned room, spill to the closest free CPUs
-        where = "this node" if self.alignment.policy == "none" else "an acceptable NUMA node set"
+        # key facts first: the webhook's warning is cut at the apiserver's 120 characters
+        where = "" if self.alignment.policy == "none" else ", too few on an acceptable NUMA node set"
         raise ResizeDeferred(
-            f"Node didn't have enough free exclusive CPUs: {need} more needed on {where} "
-            f"(now on NUMA node(s) {_numa_list(self.topology, holding)}), {len(free)} free on the node"
+            f"{need} more exclusive CPUs needed, now on NUMA node(s) {_numa_list(self.topology, holding)}, "
+            f"{len(free)} free on the node{where}"
         )
 
 

@@ -11,6 +11,12 @@ Two families of series:
   restarts.  They are rendered here rather than through ``prometheus_client``
   because its text format appends ``_total`` to every counter's name and
   ``resource_manager_container_assignments`` has none in the kubelet.
+* The kubelet's admission series, names (``kubelet_`` subsystem), types, help texts and buckets as
+  ``pkg/kubelet/metrics/metrics.go`` defines them (kubernetes/kubernetes): the Topology Manager's
+  ``kubelet_topology_manager_admission_{requests,errors}_total`` and ``_duration_ms`` histogram, the
+  CPU and Memory Managers' ``kubelet_{cpu,memory}_manager_pinning_{requests,errors}_total`` and
+  ``kubelet_admission_rejections_total{reason}``.  When each moves is
+  :mod:`enforcer.service.admission_metrics`; they count since the process started, as the kubelet's do.
 * The service's own ``numaguard_enforcer_*`` series: request and decision
   latency, durable write latency, free CPUs and memory per NUMA node, cgroup
   reconcile runs, errors and divergences, and whether the state is usable.
@@ -26,12 +32,18 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, gene
 
 from enforcer.counters import AllocationCounters
 from enforcer.service import wire
+from enforcer.service.admission_metrics import AdmissionCounts
 from enforcer.topology.machine import CPUTopology
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
 # Decisions take microseconds to a few milliseconds; the durable write dominates.
 LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.0075, 0.01, 0.015, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)
+
+# metrics.ExponentialBuckets(.05, 2, 15): TopologyManagerAdmissionDuration's buckets, in milliseconds
+TOPOLOGY_ADMISSION_MS_BUCKETS = tuple(0.05 * 2**i for i in range(15))
+# component-base prefixes the HELP of every ALPHA metric with its stability level
+_ALPHA = "[ALPHA] "
 
 _KUBELET_FAMILIES = (
     (
@@ -160,12 +172,80 @@ class EnforcerMetrics:
             "1 when the durable state loaded and verified; 0 while writes are refused until recover-state.",
             registry=r,
         )
+        # -- the kubelet's admission series (pkg/kubelet/metrics/metrics.go); prometheus_client adds "_total"
+        self.topology_admission_requests = Counter(
+            "kubelet_topology_manager_admission_requests",
+            _ALPHA + "The number of admission requests where resources have to be aligned.",
+            registry=r,
+        )
+        self.topology_admission_errors = Counter(
+            "kubelet_topology_manager_admission_errors",
+            _ALPHA + "The number of admission request failures where resources could not be aligned.",
+            registry=r,
+        )
+        self.topology_admission_ms = Histogram(
+            "kubelet_topology_manager_admission_duration_ms",
+            _ALPHA + "Duration in milliseconds to serve a pod admission request.",
+            buckets=TOPOLOGY_ADMISSION_MS_BUCKETS,
+            registry=r,
+        )
+        self.cpu_pinning_requests = Counter(
+            "kubelet_cpu_manager_pinning_requests",
+            _ALPHA + "The number of cpu core allocations which required pinning.",
+            registry=r,
+        )
+        self.cpu_pinning_errors = Counter(
+            "kubelet_cpu_manager_pinning_errors",
+            _ALPHA + "The number of cpu core allocations which required pinning failed.",
+            registry=r,
+        )
+        self.memory_pinning_requests = Counter(
+            "kubelet_memory_manager_pinning_requests",
+            _ALPHA + "The number of memory pages allocations which required pinning.",
+            registry=r,
+        )
+        self.memory_pinning_errors = Counter(
+            "kubelet_memory_manager_pinning_errors",
+            _ALPHA + "The number of memory pages allocations which required pinning that failed.",
+            registry=r,
+        )
+        self.admission_rejections = Counter(
+            "kubelet_admission_rejections",
+            _ALPHA + "Cumulative number pod admission rejections by the Kubelet.",
+            ["reason"],
+            registry=r,
+        )
+        self.admission_refusals = Counter(
+            "numaguard_enforcer_admission_refusals",
+            "Pods the node refused, by the exact kubelet reason (SMTAlignmentError and EmptyPodSharedPoolError, "
+            "which kubelet_admission_rejections_total files under Other, included).",
+            ["reason"],
+            registry=r,
+        )
         self.state_problem = Gauge(
             "numaguard_enforcer_state_problem",
             "1 for the reason the durable state is unusable (CheckpointCorrupt, StateMismatch, ...).",
             ["reason"],
             registry=r,
         )
+
+    def observe_admission(self, counts: AdmissionCounts, *, milliseconds: float, reason: str | None) -> None:
+        """One new admission decision: the kubelet's admission series and the refusal by reason."""
+        self.topology_admission_requests.inc()
+        self.topology_admission_ms.observe(milliseconds)
+        if counts.topology_error:
+            self.topology_admission_errors.inc()
+        if counts.cpu_requests:
+            self.cpu_pinning_requests.inc(counts.cpu_requests)
+        if counts.cpu_errors:
+            self.cpu_pinning_errors.inc(counts.cpu_errors)
+        if counts.memory_requests:
+            self.memory_pinning_requests.inc(counts.memory_requests)
+        if counts.memory_errors:
+            self.memory_pinning_errors.inc(counts.memory_errors)
+        if counts.rejection is not None:
+            self.admission_rejections.labels(reason=counts.rejection).inc()
+            self.admission_refusals.labels(reason=reason or "UnexpectedAdmissionError").inc()
 
     def set_state(self, *, available: bool, reason: str | None) -> None:
         self.state_available.set(1 if available else 0)

@@ -49,9 +49,9 @@ from enforcer.cgroups import driver as cgdriver
 from enforcer.counters import AllocationCounters
 from enforcer.engine import builder
 from enforcer.engine.config import NodeConfig
-from enforcer.engine.node import NodeEngine, RemoveResult, ResizeDecision, UnknownPodError
+from enforcer.engine.node import Decision, NodeEngine, RemoveResult, ResizeDecision, UnknownPodError
 from enforcer.engine.view import PodView
-from enforcer.service import legality, models, wire
+from enforcer.service import admission_metrics, legality, models, wire
 from enforcer.service.errors import (
     AdmissionRefusedError,
     DeadlineExceededError,
@@ -417,7 +417,11 @@ class NodeService:
             engine = self._writable()
             existed = pod.uid in engine.state.pods
             default_before = engine.default_cpus()
+            errors_before = dict(engine.state.counters.errors)
+            started = time.perf_counter()
             decision = engine.admit(pod)
+            if not existed:
+                self._count_admission(engine, pod, decision, errors_before, time.perf_counter() - started)
             if not decision.admitted:
                 raise AdmissionRefusedError(
                     decision.reason or "UnexpectedAdmissionError", decision.message or "the node refused the pod"
@@ -426,6 +430,25 @@ class NodeService:
             # a retry is answered only once the original allocation is durable too
             seq = self._change_seq if existed else self._changed()
             return _Allocated(seq, existed, allocation, default_changed=engine.default_cpus() != default_before)
+
+    def _count_admission(
+        self,
+        engine: NodeEngine,
+        pod: PodResources,
+        decision: Decision,
+        errors_before: Mapping[tuple[str, str], int],
+        seconds: float,
+    ) -> None:
+        counts = admission_metrics.count(
+            engine.config,
+            pod,
+            admitted=decision.admitted,
+            reason=decision.reason,
+            view=decision.view,
+            errors_before=errors_before,
+            errors_after=engine.state.counters.errors,
+        )
+        self.metrics.observe_admission(counts, milliseconds=seconds * 1000, reason=decision.reason)
 
     def _allocated(self, pod: PodResources, allocated: _Allocated) -> AllocateOutcome:
         if not allocated.existed:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import re
 import tomllib
 from collections.abc import Iterator
 from pathlib import Path
@@ -218,11 +219,35 @@ def test_services_run_as_the_image_user_without_privileges() -> None:
 
 
 def test_dockerfile_installs_the_package_as_a_non_root_user() -> None:
-    assert [line for line in DOCKERFILE.splitlines() if line.startswith("FROM ")] == ["FROM python:3.11-slim"]
-    assert "pip install /src" in DOCKERFILE
+    assert "pip install --no-deps /src" in DOCKERFILE
     users = [line.split()[1] for line in DOCKERFILE.splitlines() if line.startswith("USER ")]
     assert users and users[-1].split(":")[0] not in ("0", "root")
     assert IMAGE_FIXTURES.rstrip("/") in DOCKERFILE
+
+
+def test_dockerfile_pins_the_base_image_by_digest() -> None:
+    froms = [line.split()[1] for line in DOCKERFILE.splitlines() if line.startswith("FROM ")]
+    assert froms == ["${PYTHON_BASE}"]
+    (default,) = [line.split("=", 1)[1] for line in DOCKERFILE.splitlines() if line.startswith("ARG PYTHON_BASE=")]
+    assert re.fullmatch(r"python:3\.11-slim@sha256:[0-9a-f]{64}", default), default
+
+
+def test_dockerfile_installs_dependencies_before_copying_the_source() -> None:
+    """An edit to the source must not invalidate the dependency layer (Docker's layer cache)."""
+    lines = [line.strip() for line in DOCKERFILE.splitlines()]
+    copy_manifest = lines.index("COPY pyproject.toml /src/pyproject.toml")
+    install_deps = next(i for i, line in enumerate(lines) if "pip install -r /tmp/requirements.txt" in line)
+    copy_source = lines.index("COPY . /src")
+    assert copy_manifest < install_deps < copy_source
+
+
+def test_compose_builds_the_image_name_and_tag_the_manifests_deploy() -> None:
+    kustomization = yaml.safe_load((REPO / "manifests" / "base" / "kustomization.yaml").read_text())
+    (image,) = kustomization["images"]
+    version = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["version"]
+    assert image["newTag"] == version
+    for service in SERVICES.values():
+        assert service["image"] == f"{image['newName']}:{image['newTag']}"
 
 
 def test_the_bundled_trees_are_package_data() -> None:

@@ -496,3 +496,16 @@ def test_role_bindings_name_existing_service_accounts_and_roles(binding_kind: st
     for _, binding in ((p, d) for p, d in all_objects() if d["kind"] == binding_kind):
         assert (binding["roleRef"]["kind"], binding["roleRef"]["name"]) in roles
         assert all(s["name"] in accounts and s["namespace"] == "numaguard" for s in binding["subjects"])
+
+
+def test_every_hook_in_the_webhook_configurations_is_a_webhook_label_value_of_our_metrics() -> None:
+    """numaguard_webhook_*{webhook} joins the apiserver's apiserver_admission_webhook_*{name}: same names."""
+    from webhook.metrics import hook_name
+
+    base = Path(__file__).resolve().parents[2] / "manifests" / "base" / "webhook"
+    for kind, mode in (("mutatingwebhookconfiguration", "mutate"), ("validatingwebhookconfiguration", "validate")):
+        document = yaml.safe_load((base / f"{kind}.yaml").read_text())
+        for hook in document["webhooks"]:
+            operation = hook["name"].split(".")[0].removeprefix("pods-")
+            assert hook["clientConfig"]["service"]["path"] == f"/{mode}"
+            assert hook_name(operation, mode) == hook["name"]

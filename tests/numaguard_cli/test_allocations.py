@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import pytest
+import yaml
 from fastapi import FastAPI, Query, Request
 from fastapi.responses import JSONResponse
 from hypothesis import given
@@ -165,6 +166,25 @@ def test_json_output_is_both_bodies_exactly_as_the_enforcer_served_them() -> Non
     document = json.loads(allocations_view.render_json(snapshot))
     assert document == {"allocations": raw, "topology": recorded("seed-1-topology.json")}
     assert "\n" not in allocations_view.render_json(snapshot, compact=True)
+
+
+def test_yaml_output_is_the_json_document_in_yaml() -> None:
+    snapshot = seed_snapshot()
+    text = allocations_view.render_yaml(snapshot)
+    assert text.startswith("---\n")
+    assert yaml.safe_load(text) == json.loads(allocations_view.render_json(snapshot))
+
+
+def test_wide_output_adds_qos_pod_numa_affinity_pool_and_uid_to_every_row() -> None:
+    snapshot = seed_snapshot()
+    narrow = allocations_view.render_table(snapshot).splitlines()
+    wide = allocations_view.render_table(snapshot, wide=True).splitlines()
+    assert wide[1].split() == [*" ".join(allocations_view.WIDE_HEADER).split()]
+    pod = snapshot.allocations.items[0]
+    database = next(line for line in wide if " database " in f" {line} ")
+    assert pod.qos_class in database and pod.uid in database
+    assert pod.pod_shared_pool is not None and pod.pod_shared_pool.cpus in database
+    assert len(wide) == len(narrow)  # the same rows, only longer
 
 
 @pytest.mark.parametrize(
@@ -323,6 +343,19 @@ def test_cli_json_output_is_what_the_enforcer_served(enforcer: Enforcer, capsys:
         "allocations": recorded("seed-1-allocations.json"),
         "topology": recorded("seed-1-topology.json"),
     }
+
+
+@pytest.mark.parametrize("output", ["yaml", "wide"])
+def test_cli_yaml_and_wide_outputs(enforcer: Enforcer, capsys: pytest.CaptureFixture[str], output: str) -> None:
+    code, out, err = cli(capsys, enforcer.cli("--token-file", str(enforcer.token_file), "-o", output))
+    assert (code, err) == (0, "")
+    if output == "yaml":
+        assert yaml.safe_load(out) == {
+            "allocations": recorded("seed-1-allocations.json"),
+            "topology": recorded("seed-1-topology.json"),
+        }
+    else:
+        assert out == allocations_view.render_table(seed_snapshot(), wide=True) + "\n"
 
 
 def test_cli_with_the_operator_client_certificate_prints_the_table(

@@ -200,13 +200,40 @@ CASES = [
         "L6 containers cannot be added",
         web_pod(),
         lambda raw: raw["spec"]["containers"].append(container("extra", {"cpu": "100m"})),
-        [("L6", "spec.containers: Forbidden: containers may not be added, removed, renamed or reordered by a resize")],
+        [("L6", "spec.containers: Forbidden: containers may not be added or removed on resize")],
+    ),
+    Case(
+        "L6 containers cannot be removed",
+        with_status(pod([container("a", {"cpu": "1"}), container("b", {"cpu": "1"})]), "Burstable"),
+        lambda raw: raw["spec"]["containers"].pop(),
+        [("L6", "spec.containers: Forbidden: containers may not be added or removed on resize")],
     ),
     Case(
         "L6 containers cannot be renamed",
         web_pod(),
         set_in("spec", "containers", 0, "name", value="www"),
-        [("L6", "spec.containers: Forbidden: containers may not be added, removed, renamed or reordered by a resize")],
+        [("L6", "spec.containers[0].name: Forbidden: containers may not be renamed or reordered on resize")],
+    ),
+    Case(
+        "L6 a reorder names both positions (the e2e pod_resize.go text)",
+        with_status(pod([container("c1", {"cpu": "1"}), container("c2", {"cpu": "1"})]), "Burstable"),
+        lambda raw: raw["spec"]["containers"].reverse(),
+        [
+            ("L6", "spec.containers[0].name: Forbidden: containers may not be renamed or reordered on resize"),
+            ("L6", "spec.containers[1].name: Forbidden: containers may not be renamed or reordered on resize"),
+        ],
+    ),
+    Case(
+        "L6 init containers are named as such",
+        web_pod(init=[container("setup", {"cpu": "100m"})]),
+        lambda raw: raw["spec"]["initContainers"].clear(),
+        [("L6", "spec.initContainers: Forbidden: initContainers may not be added or removed on resize")],
+    ),
+    Case(
+        "L6 stops the validation: a renamed container's other changes are not judged",
+        web_pod(),
+        lambda raw: (set_in("spec", "containers", 0, "name", value="www")(raw), web(raw).update(image="app:v2")),
+        [("L6", "spec.containers[0].name: Forbidden: containers may not be renamed or reordered on resize")],
     ),
     Case(
         "L7 static (mirror) pods cannot be resized",

@@ -158,4 +158,4 @@ async def test_every_review_logs_one_structured_line_carrying_the_request_uid(
     assert record.uid == document["request"]["uid"]  # type: ignore[attr-defined]
     assert record.result == "denied"  # type: ignore[attr-defined]
     assert record.reason == "Invalid"  # type: ignore[attr-defined]
-    assert "(rule V6)" in record.status_message  # type: ignore[attr-defined]
+    assert "must be greater than or equal to aggregate" in record.status_message  # type: ignore[attr-defined]

@@ -8,7 +8,7 @@ import pytest
 
 from shared import contract
 from shared.validation import FieldViolation
-from webhook import binding, decision, errors, resize_decision
+from webhook import binding, decision, errors, resize_decision, wording
 
 TARGET = binding.BindingTarget(namespace="ml", name="train-x7k2p", uid="u-1", node="node-a")
 
@@ -160,8 +160,8 @@ def test_forbidden_resize_violations_answer_403_with_every_path_and_rule() -> No
     assert outcome.denial is not None
     assert (outcome.denial.code, outcome.denial.reason) == (403, "Forbidden")
     assert outcome.denial.message == (
-        "resize of pod shop/web is not allowed: spec.containers[0].resources.limits: Forbidden: resource limits "
-        "cannot be removed (rule L3); spec: Forbidden: only cpu and memory resources are mutable (rule L4)"
+        "resize of pod shop/web is not allowed: [spec.containers[0].resources.limits: Forbidden: resource limits "
+        "cannot be removed, spec: Forbidden: only cpu and memory resources are mutable]"
     )
 
 
@@ -169,7 +169,7 @@ def test_a_resize_violation_without_a_path_reads_without_a_leading_colon() -> No
     violations = [FieldViolation("", "Forbidden", "static pods cannot be resized", "L7")]
     outcome = resize_decision.illegal(violations, pod_key="kube-system/etcd")
     assert outcome.denial is not None
-    assert outcome.denial.message.endswith("not allowed: Forbidden: static pods cannot be resized (rule L7)")
+    assert outcome.denial.message.endswith("not allowed: Forbidden: static pods cannot be resized")
 
 
 def test_an_invalid_resize_answers_422() -> None:
@@ -194,7 +194,20 @@ def test_an_accepted_resize_is_allowed_silently() -> None:
 def test_a_deferred_resize_is_allowed_with_the_nodes_reason_as_a_warning() -> None:
     outcome = resize_decision.judged(_result("Deferred", "Deferred", "no room"), node="node-a", pod_key="ml/p")
     assert outcome.allowed
-    assert outcome.warnings == ("node node-a deferred the resize until it has room: Deferred: no room",)
+    assert outcome.warnings == ("resize deferred: no room (node node-a)",)
+
+
+@pytest.mark.parametrize("node", ["node-a", "ip-10-0-12-34.eu-west-1.compute.internal"])
+def test_a_deferred_warning_keeps_its_key_facts_inside_the_apiservers_120_characters(node: str) -> None:
+    """The engine's Deferred text for a grown exclusive pod, worst case: the cut spares what matters."""
+    message = (
+        "2 more exclusive CPUs needed, now on NUMA node(s) {0}, 2 free on the node, "
+        "too few on an acceptable NUMA node set"
+    )
+    outcome = resize_decision.judged(_result("Deferred", "Deferred", message), node=node, pod_key="ml/p")
+    (warning,) = outcome.warnings
+    assert len(warning) <= wording.MAX_WARNING_LENGTH
+    assert "now on NUMA node(s) {0}, 2 free on the node" in warning
 
 
 def test_an_infeasible_resize_is_denied_with_the_nodes_reason() -> None:

@@ -186,6 +186,6 @@ async def test_metrics_record_call_outcomes_and_refusals() -> None:
 
 def test_two_metrics_instances_never_share_a_registry() -> None:
     first, second = WebhookMetrics(), WebhookMetrics()
-    first.observe_admission("create", "denied", 0.01, reason="Invalid")
+    first.observe_admission("create", "denied", 0.01, mode="mutate", reason="Invalid")
     assert b'reason="Invalid"' in first.render()
     assert b'reason="Invalid"' not in second.render()

@@ -17,12 +17,16 @@ Dry-run creates are judged the same way but not remembered (R1.9).
 
 from __future__ import annotations
 
+import logging
+
 from shared import contract, validation
 from shared import pod as pod_model
 from shared.errors import DomainError
 from webhook import binding, decision, errors, plan, pod_cache, review, wording
 from webhook.handlers import common
 from webhook.services import Services
+
+log = logging.getLogger(__name__)
 
 REASON_INVALID = "Invalid"
 
@@ -57,6 +61,7 @@ def _plan(pod: pod_model.Pod, policy: plan.PlanPolicy) -> plan.Plan:
     violations = validation.validate_pod_resources(pod)
     if violations:
         name = pod.metadata.name or pod.metadata.generate_name
+        log.debug("pod invalid", extra={"pod": name, "rules": wording.rule_ids(violations)})
         raise errors.AdmissionDenied(
             f'Pod "{name}" is invalid: {wording.violations(violations)}', reason=REASON_INVALID, code=422
         )

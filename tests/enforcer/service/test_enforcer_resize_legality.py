@@ -54,7 +54,7 @@ CASES = [
     Case("more memory for a sidecar is legal", replaced(1, container("proxy", "sidecar", memory=2 * GiB)), ()),
     Case("a regular init container is immutable", replaced(0, container("setup", "init", cpu=2000)), ("L5",)),
     Case("a renamed container", replaced(2, container("main")), ("L6",)),
-    Case("a container turned sidecar", replaced(0, container("setup", "sidecar")), ("L6",)),
+    Case("a container turned sidecar", replaced(0, container("setup", "sidecar")), ("L4",)),
     Case("hugepages are immutable", replaced(2, container("app", extra={"hugepages-2Mi": 2 * 1024**2})), ("L4",)),
     Case("guaranteed to burstable", replaced(2, container("app", cpu=2000, request_cpu=1000)), ("L2",)),
     Case(
@@ -74,3 +74,10 @@ def test_resize_rules(case: Case) -> None:
 def test_the_qos_message_is_upstreams() -> None:
     found = legality.resize_violations(CURRENT, CASES[6].desired, pod_level_resources=True)
     assert found[0].message == "Pod QOS Class may not change as a result of resizing"
+
+
+def test_a_renamed_container_is_named_by_its_index_as_the_api_server_does() -> None:
+    found = legality.resize_violations(CURRENT, replaced(2, container("main")), pod_level_resources=True)
+    assert [(v.field, v.message) for v in found] == [
+        ("spec.containers[0].name", "containers may not be renamed or reordered on resize")
+    ]

@@ -38,6 +38,8 @@ from servicekit import serve
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "views"
 TOKEN = "ui-test-token"
+# what the README's recipe (`head -c 24 /dev/urandom | base64`) makes: '+', '/' and, for other lengths, '='
+BASE64_TOKEN = "q+/9Zm8xR1V0+bGh6dWx/cA=="
 DATABASE = "default/tightly-coupled-database"
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_TIMEOUT = 120.0
@@ -56,7 +58,7 @@ def fake_reader(authorization: Annotated[str | None, Header()] = None) -> str:
     """The read API's rule, reduced to a bearer token: nothing is 401, anything else but the token is 403."""
     if not authorization:
         raise HTTPException(401, "credentials required", headers={"WWW-Authenticate": "Bearer"})
-    if authorization != f"Bearer {TOKEN}":
+    if authorization not in (f"Bearer {TOKEN}", f"Bearer {BASE64_TOKEN}"):
         raise HTTPException(403, "the bearer token is not valid")
     return "reader"
 
@@ -244,6 +246,7 @@ class Cell:
     pod: str | None
     containers: frozenset[str]
     background: str = field(default="", compare=False)
+    shared_pods: frozenset[str] = field(default=frozenset(), compare=False)
 
 
 class CellParser(HTMLParser):
@@ -254,6 +257,8 @@ class CellParser(HTMLParser):
         self.cells: list[Cell] = []
         self.status: str | None = None
         self.sign_in: str | None = None  # the sign-in page's state, when that is the page shown
+        self.swatches: dict[str, str] = {}  # pod -> the rgb() of its swatch in the pods list
+        self._pod: str | None = None
 
     def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
         a = dict(attrs)
@@ -261,6 +266,12 @@ class CellParser(HTMLParser):
             self.status = a.get("data-state")
         if a.get("id") == "sign-in-status":
             self.sign_in = a.get("data-state")
+        if a.get("class") == "pod" and a.get("data-pod"):
+            self._pod = a.get("data-pod")
+        if a.get("class") == "swatch" and self._pod is not None:
+            colour = re.search(r"background:\s*(rgb\([^)]*\))", a.get("style") or "")
+            if colour:
+                self.swatches[self._pod] = colour.group(1)
         if a.get("data-cpu") is not None:
             containers = frozenset(filter(None, (a.get("data-containers") or "").split(",")))
             background = re.search(r"background:\s*(rgb\([^)]*\))", a.get("style") or "")
@@ -271,6 +282,7 @@ class CellParser(HTMLParser):
                     a.get("data-pod"),
                     containers,
                     background.group(1) if background else "",
+                    frozenset(filter(None, (a.get("data-shared-pods") or "").split(","))),
                 )
             )
 
@@ -296,6 +308,44 @@ def test_headless_chromium_draws_the_seed_pods_on_their_cpus(chromium: Path, liv
         assert cells[cpu] == Cell(cpu, "node_exclusive", "shop/web", frozenset({"nginx"}))
     assert {c.cpu for c in page.cells if c.state == "reserved"} == {0, 16}
     assert {c.cpu for c in page.cells if c.state == "free"} == {7, 23, *range(8, 16), *range(24, 32)}
+    # the Burstable pod runs on the node shared pool: every free and reserved CPU carries it
+    shared = {c.cpu for c in page.cells if "jobs/batch" in c.shared_pods}
+    assert shared == {0, 16, 7, 23, *range(8, 16), *range(24, 32)}
+    assert all(not c.shared_pods for c in page.cells if c.state not in ("free", "reserved"))
+
+
+def _hue(rgb: str) -> float:
+    import colorsys
+
+    red, green, blue = (int(v) / 255 for v in re.findall(r"\d+", rgb))
+    return colorsys.rgb_to_hls(red, green, blue)[0] * 360
+
+
+@pytest.mark.timeout(BROWSER_TEST_TIMEOUT)
+def test_headless_chromium_gives_every_pod_a_clearly_different_hue(
+    chromium: Path, live_url: str, tmp_path: Path
+) -> None:
+    page = rendered(run_chromium(chromium, tmp_path / "profile", "--dump-dom", f"{live_url}/ui#token={TOKEN}").stdout)
+    hues = {pod: _hue(rgb) for pod, rgb in page.swatches.items()}
+    assert set(hues) == {DATABASE, "shop/web", "jobs/batch"}
+    values = sorted(hues.values())
+    gaps = [b - a for a, b in zip(values, values[1:], strict=False)] + [360 - values[-1] + values[0]]
+    assert min(gaps) > 60, hues  # golden-angle steps: three pods are at least 90 degrees apart
+
+
+@pytest.mark.timeout(BROWSER_TEST_TIMEOUT)
+@pytest.mark.parametrize(
+    "fragment",
+    [f"#token={BASE64_TOKEN}", "#token=" + BASE64_TOKEN.replace("+", "%2B").replace("/", "%2F").replace("=", "%3D")],
+    ids=["as base64 prints it", "percent-encoded"],
+)
+def test_headless_chromium_signs_in_with_a_base64_token(
+    chromium: Path, live_url: str, tmp_path: Path, fragment: str
+) -> None:
+    """'+' must stay '+' (URLSearchParams would make it a space and the token would be refused)."""
+    page = rendered(run_chromium(chromium, tmp_path / "profile", "--dump-dom", f"{live_url}/ui{fragment}").stdout)
+    assert page.status == "live"
+    assert len(page.cells) == 32
 
 
 @pytest.mark.timeout(BROWSER_TEST_TIMEOUT)
