@@ -106,10 +106,9 @@ def redact(value: object, key: object = None) -> object:
     """A copy of ``value`` with secrets removed; mappings and sequences are walked (header pairs included)."""
     if key is not None and is_sensitive_key(key):
         return REDACTED
-    kind = type(value)
-    if kind is str:
+    if type(value) is str:
         return redact_text(value)
-    if kind in _SCALARS:
+    if type(value) in _SCALARS:
         return value
     if value is None or isinstance(value, bool | int | float):
         return value
