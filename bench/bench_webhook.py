@@ -1,6 +1,6 @@
 """The admission webhook as a service: ``/mutate`` capacity under wrk and latency at a fixed rate, against an echo.
 
-Run: ``.venv/bin/python -m bench.bench_webhook [--quick] [--json PATH]`` (or the
+Run: ``.venv/bin/python -m bench.bench_webhook [--quick] [--json PATH] [--compare-with CHECKOUT]`` (or the
 ``webhook`` section of ``python -m bench``).
 
 Two servers, each its own process under the same uvicorn set-up
@@ -33,6 +33,11 @@ return every body unchanged and the webhook must allow and patch every pod.
    loop: requests start on a schedule, latency counted from the scheduled
    start): ``rate`` requests per second of the replica workload, p50 and p99.
 
+Before/after: ``--compare-with CHECKOUT`` also launches the webhook of another
+checkout (``mkdir /tmp/base && git archive <commit> | tar -x -C /tmp/base``) with
+the same settings and measures it in the same rounds, so a change is judged
+side by side; both must give the same answers to every body, byte for byte.
+
 Measured, never asserted: a goal missed is reported as such; only wrong answers
 (an echo that differs, a pod not patched, an HTTP error) fail the table.  This
 module is a measuring tool: it must not be imported by product code or by tests
@@ -43,6 +48,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import statistics
 import sys
 import tempfile
@@ -110,25 +116,33 @@ NEW_SPECS = Workload(
 )
 
 
+BASELINE = "baseline"  # the target name of the webhook of another checkout (``--compare-with``)
+
+
 @contextlib.contextmanager
-def webhook_and_echo(workdir: Path, bundle: certs.Bundle) -> Iterator[tuple[servers.Launched, servers.Launched]]:
-    """Both servers, started the same way (:mod:`bench.servers`), for as long as the block runs."""
+def launched_servers(
+    workdir: Path, bundle: certs.Bundle, baseline: Path | None = None
+) -> Iterator[dict[str, servers.Launched]]:
+    """The webhook and the echo (and the baseline's webhook), started the same way (:mod:`bench.servers`)."""
+    wanted: list[tuple[str, str, Path]] = [("webhook", "webhook", servers.ROOT), ("echo", "echo", servers.ROOT)]
+    if baseline is not None:
+        wanted.append((BASELINE, "webhook", baseline))
     with contextlib.ExitStack() as stack:
-        started = []
-        for name in ("webhook", "echo"):
+        started: dict[str, servers.Launched] = {}
+        for target, app, tree in wanted:
             port = servers.free_port()
-            command = servers.server_command(name, port=port, certs_dir=bundle.directory, log_level="info")
-            log_file = workdir / f"{name}.log"
-            started.append(
-                stack.enter_context(
-                    servers.launched(name, command, port=port, bundle=bundle, ready_path="/healthz", log_file=log_file)
-                )
+            command = servers.server_command(app, port=port, certs_dir=bundle.directory, log_level="info")
+            log_file = workdir / f"{target}.log"
+            launch = servers.launched(
+                target, command, port=port, bundle=bundle, ready_path="/healthz", log_file=log_file, cwd=tree
             )
-        yield started[0], started[1]
+            started[target] = stack.enter_context(launch)
+        yield started
 
 
-def check_answers(webhook: servers.Launched, echo: servers.Launched, bundle: certs.Bundle) -> str:
-    """Before timing anything: the echo returns each body, the webhook allows and patches each pod (a new spec too)."""
+def check_answers(started: dict[str, servers.Launched], bundle: certs.Bundle) -> str:
+    """Before timing anything: the echo returns each body, each webhook allows and patches each pod (a new spec too)."""
+    echo = started["echo"]
     seed_1 = servers.SEED_CREATE_BODIES[0].read_text()
     varied = seed_1.replace(NEW_SPEC_TOKEN, NEW_SPEC_FORMAT % (NEW_SPEC_START + NEW_SPEC_COUNT - 1)).encode()
     bodies = {path.name: path.read_bytes() for path in REPLICAS.bodies} | {"a new spec": varied}
@@ -138,19 +152,25 @@ def check_answers(webhook: servers.Launched, echo: servers.Launched, bundle: cer
             echoed = client.post(f"{echo.url}/mutate", content=body, headers=load.JSON_HEADERS)
             if echoed.status_code != 200 or echoed.content != body:
                 problems.append(f"echo changed {name}")
-            reviewed = client.post(f"{webhook.url}/mutate", content=body, headers=load.JSON_HEADERS)
-            answer = reviewed.json().get("response", {}) if reviewed.status_code == 200 else {}
-            if not answer.get("allowed") or answer.get("patchType") != "JSONPatch":
-                problems.append(f"webhook did not patch {name}: {reviewed.status_code} {reviewed.text[:200]}")
+            answers = set()
+            for webhook in (server for target, server in started.items() if target != "echo"):
+                reviewed = client.post(f"{webhook.url}/mutate", content=body, headers=load.JSON_HEADERS)
+                answer = reviewed.json().get("response", {}) if reviewed.status_code == 200 else {}
+                answers.add(json.dumps(answer, sort_keys=True))
+                if not answer.get("allowed") or answer.get("patchType") != "JSONPatch":
+                    problems.append(f"{webhook.name} did not patch {name}: {reviewed.status_code} {reviewed.text[:99]}")
+            if len(answers) > 1:
+                problems.append(f"the webhook and the baseline answer {name} differently")
     return "FAIL: " + "; ".join(problems) if problems else "allowed + patched"
 
 
-def run_wrk(
-    webhook: servers.Launched, echo: servers.Launched, workdir: Path, effort: Effort
-) -> list[tuple[str, wrk.WrkRun]]:
-    """Every round: webhook (replicas), echo, webhook (new specs); reversed every other round.  (workload, run)."""
+def run_wrk(started: dict[str, servers.Launched], workdir: Path, effort: Effort) -> list[tuple[str, wrk.WrkRun]]:
+    """Every round: webhook (replicas), echo, webhook (new specs) [, baseline (both)]; reversed every other round."""
     script = wrk.write_script(workdir)
+    webhook, echo = started["webhook"], started["echo"]
     plan = [(webhook, REPLICAS), (echo, REPLICAS), (webhook, NEW_SPECS)]
+    if BASELINE in started:
+        plan += [(started[BASELINE], REPLICAS), (started[BASELINE], NEW_SPECS)]
     runs: list[tuple[str, wrk.WrkRun]] = []
     for round_ in range(effort.rounds):
         for server, workload in plan if round_ % 2 == 0 else reversed(plan):
@@ -177,6 +197,7 @@ class Results:
     wrk_runs: list[tuple[str, wrk.WrkRun]]
     windows: list[load.Window]  # open loop, per server and round
     load_average: tuple[float, float, float]
+    baseline: Path | None = None
 
     def wrk_median(self, target: str, workload: str, metric: Callable[[wrk.WrkRun], float]) -> float:
         values = [metric(r) for w, r in self.wrk_runs if r.target == target and w == workload]
@@ -205,16 +226,28 @@ class Results:
         webhook = {w.name: capacity("webhook", w.name) for w in (REPLICAS, NEW_SPECS)}
         echo_rps = echo["requests_per_second"]
         ratios = {name: (c["requests_per_second"] / echo_rps if echo_rps else 0.0) for name, c in webhook.items()}
+        targets = ("webhook", "echo", BASELINE) if self.baseline is not None else ("webhook", "echo")
         latency = {
             target: {
                 "p50_ms": self.open_median(target, load.latency_p50),
                 "p99_ms": self.open_median(target, load.latency_p99),
                 "load_process_send_lag_p99_ms": self.open_median(target, load.send_lag_p99),
             }
-            for target in ("webhook", "echo")
+            for target in targets
         }
+        baseline: dict[str, Any] = {}
+        if self.baseline is not None:
+            base = {w.name: capacity(BASELINE, w.name) for w in (REPLICAS, NEW_SPECS)}
+            baseline = {
+                "tree": str(self.baseline),
+                "webhook": base,
+                "throughput_ratio": {
+                    name: (c["requests_per_second"] / echo_rps if echo_rps else 0.0) for name, c in base.items()
+                },
+            }
         return {
             "wrk": {"echo": echo, "webhook": webhook, "throughput_ratio": ratios, "goal": THROUGHPUT_GOAL},
+            "baseline": baseline,
             "fixed_rate": {"rate": self.effort.rate, **latency, "p99_goal_ms": LATENCY_P99_GOAL_MS},
             "failed_requests": self.failures(),
             "machine_cpu_pressure": self.cpu_pressure(),
@@ -223,20 +256,23 @@ class Results:
         }
 
 
-def run(quick: bool = False, *, effort: Effort | None = None) -> Results:
-    """Measure everything; ``effort`` overrides what ``quick`` chooses (the smoke test's tiny runs)."""
+def run(quick: bool = False, *, effort: Effort | None = None, baseline: Path | None = None) -> Results:
+    """Measure everything; ``effort`` overrides what ``quick`` chooses (the smoke test's tiny runs).
+
+    ``baseline``: a checkout of another commit whose webhook is measured in the same rounds (before/after).
+    """
     effort = effort or Effort.of(quick)
     wrk.ensure()
     load_average = proc.load_average()
     with tempfile.TemporaryDirectory(prefix="bench-webhook-") as tmp:
         workdir = Path(tmp)
         bundle = servers.issue_certs(workdir / "certs")
-        with webhook_and_echo(workdir, bundle) as (webhook, echo):
-            answers = check_answers(webhook, echo, bundle)
-            wrk_runs = run_wrk(webhook, echo, workdir, effort)
-            targets = [load.Target("echo", echo.url, echo.pid), load.Target("webhook", webhook.url, webhook.pid)]
+        with launched_servers(workdir, bundle, baseline) as started:
+            answers = check_answers(started, bundle)
+            wrk_runs = run_wrk(started, workdir, effort)
+            targets = [load.Target(name, server.url, server.pid) for name, server in started.items()]
             windows = load.run_load(targets, bundle, effort.latency_load(), "open", REPLICAS.bodies)
-    return Results(effort, answers, wrk_runs, windows, load_average)
+    return Results(effort, answers, wrk_runs, windows, load_average, baseline)
 
 
 def _ms(value: float) -> str:
@@ -289,6 +325,22 @@ def rows_of(results: Results) -> list[dict[str, str]]:
                 "check": "-",
             }
         )
+    if s["baseline"]:
+        tree = Path(s["baseline"]["tree"]).name
+        for workload in descriptions:
+            base = s["baseline"]["webhook"][workload]
+            web = s["wrk"]["webhook"][workload]
+            ratio = s["baseline"]["throughput_ratio"][workload]
+            rows.append(
+                {
+                    "section": section,
+                    "case": f"/mutate capacity, {workload}: baseline webhook from {tree} (same rounds)",
+                    "ours": f"{base['requests_per_second']:,.0f} req/s, {base['server_cpu_us_per_request']:,.0f} µs",
+                    "reference": f"this tree {web['requests_per_second']:,.0f} req/s",
+                    "ratio": f"{ratio:.2f} of echo",
+                    "check": load_check,
+                }
+            )
     fixed = s["fixed_rate"]
     web_lat, echo_lat = fixed["webhook"], fixed["echo"]
     lag = max(web_lat["load_process_send_lag_p99_ms"], echo_lat["load_process_send_lag_p99_ms"])
@@ -296,6 +348,9 @@ def rows_of(results: Results) -> list[dict[str, str]]:
     latency_check = f"{verdict} p99 <= {LATENCY_P99_GOAL_MS:g} ms; {load_check}"
     if lag > LAG_TOLERANCE_MS:
         latency_check += f"; load process late by {lag:.0f} ms (p99)"
+    if s["baseline"]:
+        base_lat = fixed[BASELINE]
+        latency_check += f"; baseline p50 {_ms(base_lat['p50_ms'])}, p99 {_ms(base_lat['p99_ms'])}"
     rows.append(
         {
             "section": section,
@@ -324,8 +379,15 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--quick", action="store_true", help="fewer and shorter rounds (noisier)")
     parser.add_argument("--json", type=Path, help="also write the figures, per run, as JSON here")
+    parser.add_argument(
+        "--compare-with",
+        type=Path,
+        metavar="CHECKOUT",
+        help="also measure the webhook of this checkout of another commit in the same rounds (before/after), "
+        "e.g. one made by `git worktree add /tmp/base <commit>`",
+    )
     args = parser.parse_args(argv)
-    results = run(args.quick)
+    results = run(args.quick, baseline=args.compare_with.resolve() if args.compare_with else None)
     rows = rows_of(results)
     for row in rows:
         print(" | ".join(row[k] for k in ("case", "ours", "reference", "ratio", "check")))

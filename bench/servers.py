@@ -232,12 +232,22 @@ def _clean_env() -> dict[str, str]:
 
 @contextlib.contextmanager
 def launched(
-    name: str, command: list[str], *, port: int, bundle: certs.Bundle, ready_path: str, log_file: Path
+    name: str,
+    command: list[str],
+    *,
+    port: int,
+    bundle: certs.Bundle,
+    ready_path: str,
+    log_file: Path,
+    cwd: Path = ROOT,
 ) -> Iterator[Launched]:
-    """Run ``command`` until the block ends; yields once ``GET ready_path`` answers 200 over TLS."""
+    """Run ``command`` in ``cwd`` until the block ends; yields once ``GET ready_path`` answers 200 over TLS.
+
+    ``cwd`` is the checkout whose code ``python -m`` runs: another one measures another commit (a baseline).
+    """
     url = f"https://localhost:{port}"
     with log_file.open("wb") as log:
-        process = subprocess.Popen(command, cwd=ROOT, env=_clean_env(), stdout=subprocess.DEVNULL, stderr=log)
+        process = subprocess.Popen(command, cwd=cwd, env=_clean_env(), stdout=subprocess.DEVNULL, stderr=log)
         try:
             _wait_ready(name, url + ready_path, bundle, process, log_file)
             yield Launched(name, process.pid, url)

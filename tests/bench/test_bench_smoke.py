@@ -49,14 +49,21 @@ needs_wrk = pytest.mark.skipif(
 
 @needs_wrk
 def test_webhook_benchmark_gives_well_formed_rows_for_a_tiny_run() -> None:
-    results = bench_webhook.run(effort=TINY_WEBHOOK)
+    # this very checkout as the baseline: the before/after machinery runs, and the answers agree byte for byte
+    results = bench_webhook.run(effort=TINY_WEBHOOK, baseline=ROOT)
     rows = bench_webhook.rows_of(results)
     assert_well_formed(rows)
     cases = [row["case"] for row in rows]
-    assert sum("capacity" in case for case in cases) == 2  # replicas and new specs, each against the echo
+    assert sum("capacity" in case for case in cases) == 4  # replicas and new specs, this tree and the baseline
     assert any("latency" in case for case in cases)
     workloads = sorted((workload, run.target) for workload, run in results.wrk_runs)
-    assert workloads == [("new specs", "webhook"), ("replicas", "echo"), ("replicas", "webhook")]
+    assert workloads == [
+        ("new specs", "baseline"),
+        ("new specs", "webhook"),
+        ("replicas", "baseline"),
+        ("replicas", "echo"),
+        ("replicas", "webhook"),
+    ]
     assert all(run.requests > 0 for _, run in results.wrk_runs)
 
 
