@@ -5,7 +5,7 @@ Run: ``.venv/bin/python -m bench.bench_rss [--quick] [--json PATH]`` (or the
 
 * Webhook under load: the webhook as :mod:`bench.servers` runs it (pod source
   ``seen``, JSON logs at ``info``), idle after start-up, then under the
-  ``/mutate`` load of :mod:`bench.bench_webhook` (seed-1 and seed-2 CREATE
+  ``/mutate`` load of :mod:`bench.load` (seed-1 and seed-2 CREATE
   reviews, 16 keep-alive httpx clients, a separate load process).  RSS is
   sampled every 100 ms during the load: *steady* is the median of the samples in
   the last third of the load, *peak* the kernel's high-water mark (VmHWM).
@@ -30,7 +30,6 @@ imported by product code or by tests of product code.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import statistics
 import sys
 import tempfile
@@ -42,7 +41,7 @@ from typing import Any
 
 import httpx
 
-from bench import bench_webhook, servers
+from bench import load, proc, report, servers
 from servicekit import certs, tls
 from webhook.settings import WebhookSettings
 
@@ -75,7 +74,7 @@ def sample_rss(pid: int, samples: int = 10, interval: float = 0.1) -> list[int]:
     """``samples`` VmRSS readings of an idle process, ``interval`` seconds apart (KiB)."""
     readings = []
     for _ in range(samples):
-        readings.append(bench_webhook.memory_kib(pid)[0])
+        readings.append(proc.memory_kib(pid)[0])
         time.sleep(interval)  # spacing between readings of an idle process, not synchronisation
     return readings
 
@@ -95,15 +94,15 @@ class WebhookMemory:
 def webhook_under_load(workdir: Path, bundle: certs.Bundle, effort: Effort) -> WebhookMemory:
     port = servers.free_port()
     command = servers.server_command("webhook", port=port, certs_dir=bundle.directory, log_level="info")
-    load = dataclasses.replace(
-        bench_webhook.Effort.of(quick=True), rounds=1, warmup=0.0, throughput_seconds=effort.load_seconds
+    steady = load.LoadEffort(
+        rounds=1, clients=16, warmup=0.0, throughput_seconds=effort.load_seconds, rate=0.0, latency_seconds=0.0
     )
     with servers.launched(
         "webhook", command, port=port, bundle=bundle, ready_path="/healthz", log_file=workdir / "webhook.log"
     ) as webhook:
         idle = statistics.median(sample_rss(webhook.pid))
-        (window,) = bench_webhook.run_load(
-            [bench_webhook.Target("webhook", webhook.url, webhook.pid)], bundle, load, "closed"
+        (window,) = load.run_load(
+            [load.Target("webhook", webhook.url, webhook.pid)], bundle, steady, "closed", servers.SEED_CREATE_BODIES
         )
     if window.failures or not window.rss_kib:
         raise RuntimeError(f"the webhook load failed: {window.failures} failed requests")
@@ -161,14 +160,14 @@ def enforcer_with_pods(workdir: Path, bundle: certs.Bundle, pods: int) -> Enforc
 
     numa, cores, gib = ENFORCER_MACHINE
     document = synthetic.regular(numa, cores_per_numa=cores, memory=gib * synthetic.GiB).to_document()
-    kubelet = bench_webhook.seed_kubelet(numa, cores)
+    kubelet = servers.seed_kubelet(numa, cores)
     context = tls.client_context(
         bundle.cert("ca"), cert=bundle.cert("webhook-client"), key=bundle.key("webhook-client")
     )
     problems: list[str] = []
     latencies: list[float] = []
     with (
-        bench_webhook.enforcer_process(workdir, bundle, document, kubelet) as enforcer,
+        servers.enforcer_process(workdir, bundle, document, kubelet) as enforcer,
         httpx.Client(base_url=enforcer.url, verify=context, timeout=60) as client,
     ):
         idle = statistics.median(sample_rss(enforcer.pid))
@@ -179,7 +178,7 @@ def enforcer_with_pods(workdir: Path, bundle: certs.Bundle, pods: int) -> Enforc
             if answer.status_code != 201:
                 problems.append(f"pod {index}: {answer.status_code} {answer.text[:200]}")
         loaded = statistics.median(sample_rss(enforcer.pid))
-        peak = bench_webhook.memory_kib(enforcer.pid)[1]
+        peak = proc.memory_kib(enforcer.pid)[1]
         listed = client.get("/allocations").json().get("items", [])
     containers = sum(len(item.get("containers", {})) for item in listed)
     if len(listed) != pods or containers != pods * CONTAINERS_PER_POD:
@@ -191,7 +190,7 @@ def enforcer_with_pods(workdir: Path, bundle: certs.Bundle, pods: int) -> Enforc
         pods=len(listed),
         containers=containers,
         allocate_p50_ms=statistics.median(latencies) * 1000,
-        allocate_p99_ms=bench_webhook.percentile(latencies, 0.99) * 1000,
+        allocate_p99_ms=load.percentile(latencies, 0.99) * 1000,
         problems=problems,
     )
 
@@ -299,7 +298,7 @@ def main(argv: list[str] | None = None) -> int:
     for row in rows:
         print(" | ".join(row[k] for k in ("case", "ours", "reference", "ratio", "check")))
     if args.json is not None:
-        bench_webhook.write_json(
+        report.write_json(
             args.json,
             "bench_rss",
             args.quick,

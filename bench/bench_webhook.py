@@ -1,90 +1,78 @@
-"""The admission webhook as a service: ``/mutate`` throughput and latency against a bare echo, and bindings end to end.
+"""The admission webhook as a service: ``/mutate`` capacity under wrk and latency at a fixed rate, against an echo.
 
-Run: ``.venv/bin/python -m bench.bench_webhook [--quick] [--json PATH]`` (or the
+Run: ``.venv/bin/python -m bench.bench_webhook [--quick] [--json PATH] [--compare-with CHECKOUT]`` (or the
 ``webhook`` section of ``python -m bench``).
 
-1. ``/mutate`` of the seed pods' CREATE reviews (seed-1 ``tightly-coupled-database``
-   and seed-2 ``ml-workload``, ``tests/fixtures/reviews/create-mutate-*.json``,
-   sent alternately) to the real webhook, against a bare FastAPI endpoint that
-   echoes the same body.  Both run as their own process under the same uvicorn
-   set-up (:mod:`bench.servers`: uvloop, httptools, TLS from the same reloading
-   context, JSON logs at ``info`` as shipped).  The load is one separate process
-   (``drive``, below) using httpx with keep-alive connections:
+Two servers, each its own process under the same uvicorn set-up
+(:mod:`bench.servers`: uvloop, httptools, TLS from the same reloading context,
+JSON logs at ``info`` as shipped): the real webhook, and a bare FastAPI
+endpoint that answers ``POST /mutate`` with the request body (the floor any
+Python webhook on this stack pays).  Before anything is timed, the echo must
+return every body unchanged and the webhook must allow and patch every pod.
 
-   * throughput: ``clients`` concurrent closed-loop clients for a fixed window
-     after a warm-up; also the server's CPU seconds per request, read from
-     ``/proc/<pid>/stat`` over the same window, which still compares the two
-     servers when the client (httpx costs more per request than either server)
-     is what limits throughput on a 2-core machine;
-   * latency at a fixed rate: open-loop pacing (requests start on a schedule,
-     not when the previous one ends), latency measured from the scheduled start
-     so a stalled server cannot hide its queue (no coordinated omission).
+1. Capacity, measured with wrk (:mod:`bench.wrk`; a C load generator that, unlike
+   a Python client, saturates a Python server on 2 cores): ``connections``
+   keep-alive TLS connections for ``wrk_seconds`` per run.  Two workloads:
 
-   The two servers alternate within every round (the order flips each round)
-   and every figure is the median over rounds, which cancels most of the noise
-   of a shared machine; the ratio compares medians of the same run.
+   * *replicas*: the seed pods' CREATE reviews (seed-1 ``tightly-coupled-database``,
+     a Guaranteed pod with pod-level resources and two sidecars, and seed-2
+     ``ml-workload``, ``tests/fixtures/reviews/create-mutate-*.json``) in turn.
+     Replicas of a workload share their spec, so after the first review of each
+     the webhook's plan memo (:mod:`webhook.plan_memo`) answers the planning;
+   * *new specs*: the seed-1 review with the database container's memory (request
+     and limit) set to one of 4,000 values, a different one per request, so no
+     review finds its plan in the memo (512 entries): every pod is planned.
 
-2. ``pods/binding`` round trip: a binding review sent to the real webhook, which
-   finds the pod (pod source ``seen``: each pod was sent through ``/validate``
-   CREATE first, untimed) and calls the real enforcer (``numaguard enforcer
-   --standalone --dry-run-cgroups``) over mutual TLS; the enforcer decides and
-   saves its state durably (write, fsync, rename) before it answers, and the
-   webhook answers with the allocation as a patch.  The pod is the seed-1 pod;
-   the node has the seed-1 kubelet settings on a synthetic 4-NUMA machine large
-   enough for 16 such pods at once (:data:`BINDING_MACHINE`).  After each
-   binding the client releases the allocation at the enforcer (untimed), so the
-   node never fills.  p50 and p99 at 1 and 16 concurrent clients.  The
-   reference is measured side by side in the same clients: each binding is
-   followed by a direct ``POST /allocations`` of another copy of the pod to the
-   same enforcer with the webhook's client certificate, so the difference is
-   what the webhook adds (its admission work, the pod lookup and its own TLS
-   hop).
+   In every round the three runs (webhook replicas, echo, webhook new specs) go
+   in turn, the order reversed every other round (W E W, W E W reversed, ...), and
+   every figure is the median over rounds: the two servers meet the same machine.
+   The server's CPU seconds per request over the same runs (``/proc``) are
+   reported too: they depend less on the other tenants of the machine than
+   requests per second do.
+2. Latency at a fixed rate (the bench's own load process, :mod:`bench.load`, open
+   loop: requests start on a schedule, latency counted from the scheduled
+   start): ``rate`` requests per second of the replica workload, p50 and p99.
 
-Measured, never asserted: a target missed is reported as such, only wrong
-answers (an echo that differs, a denied binding, an HTTP error) fail the table.
-This module is a measuring tool: it must not be imported by product code or by
-tests of product code.
+Before/after: ``--compare-with CHECKOUT`` also launches the webhook of another
+checkout (``mkdir /tmp/base && git archive <commit> | tar -x -C /tmp/base``) with
+the same settings and measures it in the same rounds, so a change is judged
+side by side; both must give the same answers to every body, byte for byte.
+
+Measured, never asserted: a goal missed is reported as such; only wrong answers
+(an echo that differs, a pod not patched, an HTTP error) fail the table.  This
+module is a measuring tool: it must not be imported by product code or by tests
+of product code.
 """
 
 from __future__ import annotations
 
 import argparse
-import asyncio
 import contextlib
 import json
-import os
-import platform
 import statistics
-import subprocess
 import sys
 import tempfile
-import time
-import uuid
-from collections.abc import Callable, Iterator, Sequence
-from dataclasses import asdict, dataclass, field
+from collections.abc import Callable, Iterator
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 import httpx
 
-from bench import servers
+from bench import load, proc, report, servers, wrk
 from servicekit import certs, tls
 
-ROOT = Path(__file__).resolve().parents[1]
-REVIEWS = ROOT / "tests" / "fixtures" / "reviews"
-SEED_CREATE_REVIEWS = ("create-mutate-tightly-coupled-database.json", "create-mutate-ml-workload.json")
-SEED_VALIDATE_REVIEW = "create-validate-tightly-coupled-database.json"
-SEED_BINDING_REVIEW = "binding-tightly-coupled-database.json"
-THROUGHPUT_TARGET = 0.80  # the webhook keeps at least this share of the echo's throughput
-OPEN_LOOP_CONNECTIONS = 32
+THROUGHPUT_GOAL = 0.5  # issue 16: the webhook keeps at least half the echo's requests per second under wrk
+THROUGHPUT_MOONSHOT = 0.8
+LATENCY_P99_GOAL_MS = 5.0  # at the fixed rate below
+# the "new specs" workload: the seed-1 database container's "12Gi" becomes "<12288 + i>Mi", i < NEW_SPEC_COUNT
+NEW_SPEC_TOKEN = "12Gi"
+NEW_SPEC_FORMAT = "%dMi"
+NEW_SPEC_START = 12 * 1024
+NEW_SPEC_COUNT = 4000  # > the plan memo's 512 entries, and 12Gi + 4000Mi still fits the pod's 16Gi budget
 # Beyond these, the figures say more about the other tenants of the machine than about the servers: say so.
 BUSY_PRESSURE = 0.20
 LAG_TOLERANCE_MS = 5.0
-BINDING_CONCURRENCY = (1, 16)
-# (NUMA nodes, cores per NUMA node, GiB per NUMA node): 2 sockets x 2 NUMA x 24 cores x 2 threads = 192 CPUs,
-# 6 seed-1 pods (8 CPUs, 16Gi) per NUMA node, so 16 bindings in flight always fit.
-BINDING_MACHINE = (4, 24, 128)
-JSON_HEADERS = {"Content-Type": "application/json"}
 
 
 @dataclass(frozen=True)
@@ -92,636 +80,290 @@ class Effort:
     """How long to measure; ``quick`` keeps ``python -m bench --quick`` short, at the price of noise."""
 
     rounds: int
-    clients: int
+    wrk_seconds: float
+    connections: int
+    wrk_threads: int
     warmup: float
-    throughput_seconds: float
     rate: float
     latency_seconds: float
-    bindings_per_client_alone: int
-    bindings_per_client_concurrent: int
 
     @classmethod
     def of(cls, quick: bool) -> Effort:
         if quick:
-            return cls(3, 16, 0.5, 2.5, 200.0, 2.5, 100, 12)
-        return cls(7, 16, 2.0, 8.0, 200.0, 8.0, 300, 40)
+            return cls(rounds=2, wrk_seconds=8.0, connections=16, wrk_threads=2, warmup=0.5, rate=200.0,
+                       latency_seconds=4.0)  # fmt: skip
+        return cls(rounds=4, wrk_seconds=20.0, connections=16, wrk_threads=2, warmup=2.0, rate=200.0,
+                   latency_seconds=10.0)  # fmt: skip
 
-
-# -- the load process ------------------------------------------------------------------------
+    def latency_load(self) -> load.LoadEffort:
+        return load.LoadEffort(self.rounds, self.connections, self.warmup, 0.0, self.rate, self.latency_seconds)
 
 
 @dataclass(frozen=True)
-class Target:
-    """A server under load: its name, base URL and pid (for /proc)."""
+class Workload:
+    """What one wrk run sends: bodies in turn, optionally with a token replaced by a per-request value."""
 
     name: str
-    url: str
-    pid: int
-
-    def arg(self) -> str:
-        return f"{self.name}={self.url}@{self.pid}"
-
-    @classmethod
-    def parse(cls, text: str) -> Target:
-        name, _, rest = text.partition("=")
-        url, _, pid = rest.rpartition("@")
-        return cls(name, url, int(pid))
+    bodies: tuple[Path, ...]
+    vary: wrk.Vary | None = None
 
 
-@dataclass
-class Window:
-    """What one target did during one measured window."""
-
-    target: str
-    mode: str  # "closed" (throughput) or "open" (fixed rate)
-    seconds: float
-    completed: int
-    failures: int
-    latencies_ms: list[float] = field(default_factory=list)
-    server_cpu_seconds: float = 0.0
-    rss_kib: list[int] = field(default_factory=list)
-    hwm_kib: int = 0
-    # open loop: how late the load process started each request (a starved load process shows here)
-    send_lag_ms: list[float] = field(default_factory=list)
-    # share of the window in which some runnable task waited for a CPU (/proc/pressure/cpu), -1 if unknown
-    cpu_pressure: float = -1.0
-
-    @property
-    def per_second(self) -> float:
-        return self.completed / self.seconds if self.seconds else 0.0
-
-    @property
-    def cpu_us_per_request(self) -> float:
-        return self.server_cpu_seconds / self.completed * 1e6 if self.completed else 0.0
+REPLICAS = Workload("replicas", servers.SEED_CREATE_BODIES)
+NEW_SPECS = Workload(
+    "new specs",
+    servers.SEED_CREATE_BODIES[:1],
+    wrk.Vary(NEW_SPEC_TOKEN, NEW_SPEC_FORMAT, NEW_SPEC_START, NEW_SPEC_COUNT),
+)
 
 
-def _cpu_seconds(pid: int) -> float:
-    """utime + stime of ``pid`` (fields 14 and 15 of /proc/<pid>/stat, after the parenthesised name)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-def _cpu_stall_seconds() -> float | None:
-    """The machine's cumulative "some" CPU pressure stall time (PSI), or None without PSI."""
-    try:
-        some = Path("/proc/pressure/cpu").read_text().splitlines()[0]
-    except (OSError, IndexError):
-        return None
-    return int(some.rpartition("total=")[2]) / 1e6
-
-
-def memory_kib(pid: int) -> tuple[int, int]:
-    """(VmRSS, VmHWM) of ``pid`` in KiB, from /proc/<pid>/status."""
-    values = {"VmRSS": 0, "VmHWM": 0}
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        key, _, rest = line.partition(":")
-        if key in values:
-            values[key] = int(rest.split()[0])
-    return values["VmRSS"], values["VmHWM"]
-
-
-class _Probe:
-    """Server CPU over the window, and its RSS sampled every ``interval`` seconds meanwhile."""
-
-    def __init__(self, pid: int, interval: float = 0.1) -> None:
-        self.pid, self.interval = pid, interval
-        self.rss: list[int] = []
-        self._cpu_start = 0.0
-        self._stall_start: float | None = None
-        self._started_at = 0.0
-        self._task: asyncio.Task[None] | None = None
-
-    async def _sample(self) -> None:
-        while True:
-            self.rss.append(memory_kib(self.pid)[0])
-            await asyncio.sleep(self.interval)
-
-    def start(self) -> None:
-        self._cpu_start = _cpu_seconds(self.pid)
-        self._stall_start = _cpu_stall_seconds()
-        self._started_at = time.perf_counter()
-        self._task = asyncio.get_running_loop().create_task(self._sample())
-
-    async def stop(self, window: Window) -> None:
-        window.server_cpu_seconds = _cpu_seconds(self.pid) - self._cpu_start
-        stall = _cpu_stall_seconds()
-        if stall is not None and self._stall_start is not None:
-            window.cpu_pressure = (stall - self._stall_start) / (time.perf_counter() - self._started_at)
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-        window.rss_kib = self.rss
-        window.hwm_kib = memory_kib(self.pid)[1]
-
-
-async def _at(moment: float) -> None:
-    delay = moment - time.perf_counter()
-    if delay > 0:
-        await asyncio.sleep(delay)
-
-
-async def _probe_window(probe: _Probe, window: Window, start: float, end: float) -> None:
-    await _at(start)
-    probe.start()
-    await _at(end)
-    await probe.stop(window)
-
-
-async def closed_loop(
-    client: httpx.AsyncClient, target: Target, bodies: Sequence[bytes], clients: int, warmup: float, seconds: float
-) -> Window:
-    """``clients`` workers, each sending its next request as soon as the previous answer arrived."""
-    window = Window(target.name, "closed", seconds, 0, 0)
-    start = time.perf_counter() + warmup
-    end = start + seconds
-
-    async def worker(index: int) -> None:
-        sent_count = index
-        while (sent := time.perf_counter()) < end:
-            body = bodies[sent_count % len(bodies)]
-            sent_count += 1
-            try:
-                response = await client.post(f"{target.url}/mutate", content=body, headers=JSON_HEADERS)
-                ok = response.status_code == 200
-            except httpx.HTTPError:
-                ok = False
-            done = time.perf_counter()
-            if start <= done <= end:
-                window.completed += ok
-                window.failures += not ok
-                if sent >= start:
-                    window.latencies_ms.append((done - sent) * 1000)
-
-    probe = _Probe(target.pid)
-    await asyncio.gather(_probe_window(probe, window, start, end), *(worker(i) for i in range(clients)))
-    return window
-
-
-async def open_loop(
-    client: httpx.AsyncClient, target: Target, bodies: Sequence[bytes], rate: float, warmup: float, seconds: float
-) -> Window:
-    """Requests start every ``1/rate`` seconds whatever the server does; latency counts from the scheduled start."""
-    window = Window(target.name, "open", seconds, 0, 0)
-    begin = time.perf_counter() + 0.05
-    start = begin + warmup
-    total = int((warmup + seconds) * rate)
-
-    async def one(index: int, scheduled: float) -> None:
-        lag = time.perf_counter() - scheduled
-        try:
-            response = await client.post(
-                f"{target.url}/mutate", content=bodies[index % len(bodies)], headers=JSON_HEADERS
-            )
-            ok = response.status_code == 200
-        except httpx.HTTPError:
-            ok = False
-        if scheduled >= start:
-            window.completed += ok
-            window.failures += not ok
-            window.latencies_ms.append((time.perf_counter() - scheduled) * 1000)
-            window.send_lag_ms.append(lag * 1000)
-
-    probe = _Probe(target.pid)
-    probing = asyncio.create_task(_probe_window(probe, window, start, start + seconds))
-    requests: list[asyncio.Task[None]] = []
-    for index in range(total):
-        scheduled = begin + index / rate
-        await _at(scheduled)
-        requests.append(asyncio.create_task(one(index, scheduled)))
-    await asyncio.gather(probing, *requests)
-    return window
-
-
-async def _drive(
-    targets: Sequence[Target], ca: Path, bodies: Sequence[bytes], effort: Effort, modes: str
-) -> list[Window]:
-    context = tls.client_context(ca)
-    windows: list[Window] = []
-    for mode in modes.split(","):
-        connections = effort.clients if mode == "closed" else OPEN_LOOP_CONNECTIONS
-        limits = httpx.Limits(max_connections=connections, max_keepalive_connections=connections)
-        for round_ in range(effort.rounds):
-            order = targets if round_ % 2 == 0 else list(reversed(targets))
-            for target in order:
-                async with httpx.AsyncClient(verify=context, limits=limits, timeout=30) as client:
-                    if mode == "closed":
-                        windows.append(
-                            await closed_loop(
-                                client, target, bodies, effort.clients, effort.warmup, effort.throughput_seconds
-                            )
-                        )
-                    else:
-                        windows.append(
-                            await open_loop(client, target, bodies, effort.rate, effort.warmup, effort.latency_seconds)
-                        )
-    return windows
-
-
-def drive_main(argv: list[str]) -> int:
-    """The load process: ``python -m bench.bench_webhook drive ...``; prints its windows as JSON."""
-    parser = argparse.ArgumentParser(prog="bench.bench_webhook drive")
-    parser.add_argument("--target", action="append", type=Target.parse, required=True, help="NAME=URL@PID")
-    parser.add_argument("--ca", type=Path, required=True)
-    parser.add_argument("--body", action="append", type=Path, required=True)
-    parser.add_argument("--effort", required=True, help="an Effort as JSON")
-    parser.add_argument("--modes", default="closed,open")
-    args = parser.parse_args(argv)
-    bodies = [path.read_bytes() for path in args.body]
-    effort = Effort(**json.loads(args.effort))
-    windows = asyncio.run(_drive(args.target, args.ca, bodies, effort, args.modes))
-    json.dump([asdict(w) for w in windows], sys.stdout)
-    return 0
-
-
-def run_load(targets: Sequence[Target], bundle: certs.Bundle, effort: Effort, modes: str) -> list[Window]:
-    """Run the load process against ``targets`` and return its windows."""
-    command = [sys.executable, "-m", "bench.bench_webhook", "drive", "--ca", str(bundle.cert("ca"))]
-    command += [arg for t in targets for arg in ("--target", t.arg())]
-    command += [arg for name in SEED_CREATE_REVIEWS for arg in ("--body", str(REVIEWS / name))]
-    command += ["--effort", json.dumps(asdict(effort)), "--modes", modes]
-    finished = subprocess.run(command, cwd=ROOT, capture_output=True, check=False)
-    if finished.returncode != 0:
-        raise RuntimeError(f"the load process failed:\n{finished.stderr.decode(errors='replace')[-2000:]}")
-    return [Window(**w) for w in json.loads(finished.stdout)]
-
-
-# -- servers ---------------------------------------------------------------------------------
+BASELINE = "baseline"  # the target name of the webhook of another checkout (``--compare-with``)
 
 
 @contextlib.contextmanager
-def webhook_and_echo(
-    workdir: Path, bundle: certs.Bundle, *, enforcer_url: str | None = None
-) -> Iterator[tuple[servers.Launched, servers.Launched]]:
-    """Both servers, started the same way (:mod:`bench.servers`), for as long as the block runs."""
+def launched_servers(
+    workdir: Path, bundle: certs.Bundle, baseline: Path | None = None
+) -> Iterator[dict[str, servers.Launched]]:
+    """The webhook and the echo (and the baseline's webhook), started the same way (:mod:`bench.servers`)."""
+    wanted: list[tuple[str, str, Path]] = [("webhook", "webhook", servers.ROOT), ("echo", "echo", servers.ROOT)]
+    if baseline is not None:
+        wanted.append((BASELINE, "webhook", baseline))
     with contextlib.ExitStack() as stack:
-        started = []
-        for name in ("webhook", "echo"):
+        started: dict[str, servers.Launched] = {}
+        for target, app, tree in wanted:
             port = servers.free_port()
-            command = servers.server_command(
-                name, port=port, certs_dir=bundle.directory, enforcer_url=enforcer_url, log_level="info"
+            command = servers.server_command(app, port=port, certs_dir=bundle.directory, log_level="info")
+            log_file = workdir / f"{target}.log"
+            launch = servers.launched(
+                target, command, port=port, bundle=bundle, ready_path="/healthz", log_file=log_file, cwd=tree
             )
-            started.append(
-                stack.enter_context(
-                    servers.launched(
-                        name, command, port=port, bundle=bundle, ready_path="/healthz", log_file=workdir / f"{name}.log"
-                    )
-                )
-            )
-        yield started[0], started[1]
+            started[target] = stack.enter_context(launch)
+        yield started
 
 
-def check_answers(webhook: servers.Launched, echo: servers.Launched, bundle: certs.Bundle) -> str:
-    """Before timing anything: the echo returns the body, the webhook allows and patches both seed pods."""
+def check_answers(started: dict[str, servers.Launched], bundle: certs.Bundle) -> str:
+    """Before timing anything: the echo returns each body, each webhook allows and patches each pod (a new spec too)."""
+    echo = started["echo"]
+    seed_1 = servers.SEED_CREATE_BODIES[0].read_text()
+    varied = seed_1.replace(NEW_SPEC_TOKEN, NEW_SPEC_FORMAT % (NEW_SPEC_START + NEW_SPEC_COUNT - 1)).encode()
+    bodies = {path.name: path.read_bytes() for path in REPLICAS.bodies} | {"a new spec": varied}
     problems: list[str] = []
     with httpx.Client(verify=tls.client_context(bundle.cert("ca")), timeout=30) as client:
-        for name in SEED_CREATE_REVIEWS:
-            body = (REVIEWS / name).read_bytes()
-            echoed = client.post(f"{echo.url}/mutate", content=body, headers=JSON_HEADERS)
+        for name, body in bodies.items():
+            echoed = client.post(f"{echo.url}/mutate", content=body, headers=load.JSON_HEADERS)
             if echoed.status_code != 200 or echoed.content != body:
                 problems.append(f"echo changed {name}")
-            reviewed = client.post(f"{webhook.url}/mutate", content=body, headers=JSON_HEADERS)
-            answer = reviewed.json().get("response", {}) if reviewed.status_code == 200 else {}
-            if not answer.get("allowed") or answer.get("patchType") != "JSONPatch":
-                problems.append(f"webhook did not patch {name}: {reviewed.status_code} {reviewed.text[:200]}")
+            answers = set()
+            for webhook in (server for target, server in started.items() if target != "echo"):
+                reviewed = client.post(f"{webhook.url}/mutate", content=body, headers=load.JSON_HEADERS)
+                answer = reviewed.json().get("response", {}) if reviewed.status_code == 200 else {}
+                answers.add(json.dumps(answer, sort_keys=True))
+                if not answer.get("allowed") or answer.get("patchType") != "JSONPatch":
+                    problems.append(f"{webhook.name} did not patch {name}: {reviewed.status_code} {reviewed.text[:99]}")
+            if len(answers) > 1:
+                problems.append(f"the webhook and the baseline answer {name} differently")
     return "FAIL: " + "; ".join(problems) if problems else "allowed + patched"
 
 
-# -- the binding round trip ------------------------------------------------------------------
-
-
-def binding_machine_document() -> dict[str, Any]:
-    from enforcer.topology import synthetic
-
-    numa, cores, gib = BINDING_MACHINE
-    topology: dict[str, Any] = synthetic.regular(numa, cores_per_numa=cores, memory=gib * synthetic.GiB).to_document()
-    return topology
-
-
-def seed_kubelet(numa_nodes: int, cores_per_numa: int) -> dict[str, Any]:
-    """The seed-1 node's kubelet settings (pod scope, single-numa-node) on a ``synthetic.regular`` machine.
-
-    The reserved core is CPU 0 and its sibling, as seed-1 reserves "0,16" on
-    its 32-CPU machine; beyond 8 NUMA nodes the Topology Manager needs
-    ``max-allowable-numa-nodes`` raised, as the kubelet does.
-    """
-    kubelet: dict[str, Any] = {
-        "featureGates": {"PodLevelResources": True, "PodLevelResourceManagers": True},
-        "cpuManagerPolicy": "static",
-        "reservedSystemCPUs": f"0,{numa_nodes * cores_per_numa}",
-        "systemReserved": {"cpu": "1", "memory": "1Gi"},
-        "evictionHard": {"memory.available": "100Mi"},
-        "memoryManagerPolicy": "Static",
-        "reservedMemory": [{"numaNode": 0, "limits": {"memory": "1124Mi"}}],
-        "topologyManagerPolicy": "single-numa-node",
-        "topologyManagerScope": "pod",
-    }
-    if numa_nodes > 8:
-        kubelet["topologyManagerPolicyOptions"] = {"max-allowable-numa-nodes": str(numa_nodes)}
-    return kubelet
-
-
-@contextlib.contextmanager
-def enforcer_process(
-    workdir: Path, bundle: certs.Bundle, topology_document: dict[str, Any], kubelet: dict[str, Any]
-) -> Iterator[servers.Launched]:
-    port = servers.free_port()
-    command = servers.enforcer_command(workdir, bundle, port=port, topology_document=topology_document, kubelet=kubelet)
-    with servers.launched(
-        "enforcer", command, port=port, bundle=bundle, ready_path="/readyz", log_file=workdir / "enforcer.log"
-    ) as launched:
-        yield launched
-
-
-def _fresh_pod(index: int) -> tuple[bytes, bytes, dict[str, Any]]:
-    """The seed-1 validate CREATE and binding reviews and the pod, renamed so that every binding is a new pod."""
-    name = f"tightly-coupled-database-{index}"
-    uid = str(uuid.uuid4())
-    validate = json.loads((REVIEWS / SEED_VALIDATE_REVIEW).read_text())
-    validate["request"].update(uid=str(uuid.uuid4()), name=name)
-    validate["request"]["object"]["metadata"].update(name=name, uid=uid)
-    binding = json.loads((REVIEWS / SEED_BINDING_REVIEW).read_text())
-    binding["request"].update(uid=str(uuid.uuid4()), name=name)
-    binding["request"]["object"]["metadata"].update(name=name, uid=uid)
-    pod: dict[str, Any] = validate["request"]["object"]
-    return json.dumps(validate).encode(), json.dumps(binding).encode(), pod
-
-
-@dataclass
-class _BindingSamples:
-    via_webhook: list[float] = field(default_factory=list)
-    direct: list[float] = field(default_factory=list)
-    failures: list[str] = field(default_factory=list)
-
-
-@dataclass(frozen=True)
-class BindingRun:
-    """Bindings through the webhook, and the same pods allocated at the enforcer directly, side by side."""
-
-    clients: int
-    bindings: int
-    p50_ms: float
-    p99_ms: float
-    max_ms: float
-    direct_p50_ms: float
-    direct_p99_ms: float
-    failures: list[str]
-
-
-class _BindingClient:
-    """One scheduler-like client: admit a fresh pod, bind it through the webhook, release; then the same directly."""
-
-    def __init__(self, webhook: httpx.AsyncClient, enforcer: httpx.AsyncClient, samples: _BindingSamples) -> None:
-        self.webhook, self.enforcer, self.samples = webhook, enforcer, samples
-
-    async def bind_through_webhook(self, index: int, record: bool) -> None:
-        validate, binding, pod = _fresh_pod(index)
-        admitted = await self.webhook.post("/validate", content=validate, headers=JSON_HEADERS)
-        if admitted.status_code != 200 or not admitted.json()["response"]["allowed"]:
-            self.samples.failures.append(f"validate CREATE: {admitted.status_code} {admitted.text[:200]}")
-            return
-        started = time.perf_counter()
-        bound = await self.webhook.post("/mutate", content=binding, headers=JSON_HEADERS)
-        elapsed = time.perf_counter() - started
-        answer = bound.json().get("response", {}) if bound.status_code == 200 else {}
-        if not answer.get("allowed") or not answer.get("patch"):
-            self.samples.failures.append(f"binding: {bound.status_code} {json.dumps(answer.get('status'))[:300]}")
-        elif record:
-            self.samples.via_webhook.append(elapsed)
-        await self.release(pod)
-
-    async def allocate_directly(self, index: int, record: bool) -> None:
-        _, _, pod = _fresh_pod(index)
-        body = json.dumps({"pod": pod, "nodeName": servers.NODE_NAME}).encode()
-        started = time.perf_counter()
-        allocated = await self.enforcer.post("/allocations", content=body, headers=JSON_HEADERS)
-        elapsed = time.perf_counter() - started
-        if allocated.status_code != 201:
-            self.samples.failures.append(f"direct allocation: {allocated.status_code} {allocated.text[:200]}")
-        elif record:
-            self.samples.direct.append(elapsed)
-        await self.release(pod)
-
-    async def release(self, pod: dict[str, Any]) -> None:
-        released = await self.enforcer.delete(f"/allocations/{pod['metadata']['uid']}")
-        if released.status_code != 200:
-            self.samples.failures.append(f"release: {released.status_code} {released.text[:200]}")
-
-
-async def _binding_client(
-    webhook: servers.Launched,
-    enforcer: servers.Launched,
-    bundle: certs.Bundle,
-    index: int,
-    repeats: int,
-    samples: _BindingSamples,
-) -> None:
-    warmup = max(3, repeats // 10)
-    trust = tls.client_context(bundle.cert("ca"))
-    # the webhook's own identity, so the enforcer does for the direct calls exactly what it does for the webhook
-    as_webhook = tls.client_context(
-        bundle.cert("ca"), cert=bundle.cert("webhook-client"), key=bundle.key("webhook-client")
-    )
-    async with (
-        httpx.AsyncClient(base_url=webhook.url, verify=trust, timeout=30) as to_webhook,
-        httpx.AsyncClient(base_url=enforcer.url, verify=as_webhook, timeout=30) as to_enforcer,
-    ):
-        client = _BindingClient(to_webhook, to_enforcer, samples)
-        for round_ in range(warmup + repeats):
-            pod_index = index * 1_000_000 + 2 * round_
-            await client.bind_through_webhook(pod_index, record=round_ >= warmup)
-            await client.allocate_directly(pod_index + 1, record=round_ >= warmup)
-
-
-def percentile(samples: Sequence[float], share: float) -> float:
-    """The nearest-rank percentile (``share`` in [0, 1]) of ``samples``."""
-    ordered = sorted(samples)
-    return ordered[min(len(ordered) - 1, max(0, int(round(share * (len(ordered) - 1)))))]
-
-
-async def _binding_run(
-    webhook: servers.Launched, enforcer: servers.Launched, bundle: certs.Bundle, clients: int, repeats: int
-) -> BindingRun:
-    samples = _BindingSamples()
-    await asyncio.gather(*(_binding_client(webhook, enforcer, bundle, i, repeats, samples) for i in range(clients)))
-    if not samples.via_webhook or not samples.direct:
-        return BindingRun(clients, 0, 0.0, 0.0, 0.0, 0.0, 0.0, samples.failures or ["no binding succeeded"])
-    return BindingRun(
-        clients=clients,
-        bindings=len(samples.via_webhook),
-        p50_ms=statistics.median(samples.via_webhook) * 1000,
-        p99_ms=percentile(samples.via_webhook, 0.99) * 1000,
-        max_ms=max(samples.via_webhook) * 1000,
-        direct_p50_ms=statistics.median(samples.direct) * 1000,
-        direct_p99_ms=percentile(samples.direct, 0.99) * 1000,
-        failures=samples.failures,
-    )
-
-
-def run_bindings(workdir: Path, bundle: certs.Bundle, effort: Effort) -> list[BindingRun]:
-    numa, cores, _ = BINDING_MACHINE
-    runs: list[BindingRun] = []
-    with enforcer_process(workdir, bundle, binding_machine_document(), seed_kubelet(numa, cores)) as enforcer:
-        port = servers.free_port()
-        command = servers.server_command(
-            "webhook", port=port, certs_dir=bundle.directory, enforcer_url=enforcer.url, log_level="info"
-        )
-        with servers.launched(
-            "webhook", command, port=port, bundle=bundle, ready_path="/healthz", log_file=workdir / "binding.log"
-        ) as webhook:
-            for clients in BINDING_CONCURRENCY:
-                repeats = effort.bindings_per_client_alone if clients == 1 else effort.bindings_per_client_concurrent
-                runs.append(asyncio.run(_binding_run(webhook, enforcer, bundle, clients, repeats)))
+def run_wrk(started: dict[str, servers.Launched], workdir: Path, effort: Effort) -> list[tuple[str, wrk.WrkRun]]:
+    """Every round: webhook (replicas), echo, webhook (new specs) [, baseline (both)]; reversed every other round."""
+    script = wrk.write_script(workdir)
+    webhook, echo = started["webhook"], started["echo"]
+    plan = [(webhook, REPLICAS), (echo, REPLICAS), (webhook, NEW_SPECS)]
+    if BASELINE in started:
+        plan += [(started[BASELINE], REPLICAS), (started[BASELINE], NEW_SPECS)]
+    runs: list[tuple[str, wrk.WrkRun]] = []
+    for round_ in range(effort.rounds):
+        for server, workload in plan if round_ % 2 == 0 else reversed(plan):
+            measured = wrk.run(
+                target=server.name,
+                url=server.url,
+                path="/mutate",
+                bodies=workload.bodies,
+                vary=workload.vary,
+                pid=server.pid,
+                script=script,
+                connections=effort.connections,
+                threads=effort.wrk_threads,
+                seconds=effort.wrk_seconds,
+            )
+            runs.append((workload.name, measured))
     return runs
-
-
-# -- the whole benchmark ---------------------------------------------------------------------
-
-
-def per_second(w: Window) -> float:
-    return w.per_second
-
-
-def cpu_us_per_request(w: Window) -> float:
-    return w.cpu_us_per_request
-
-
-def latency_p50(w: Window) -> float:
-    return percentile(w.latencies_ms, 0.5) if w.latencies_ms else 0.0
-
-
-def latency_p99(w: Window) -> float:
-    return percentile(w.latencies_ms, 0.99) if w.latencies_ms else 0.0
-
-
-def send_lag_p99(w: Window) -> float:
-    return percentile(w.send_lag_ms, 0.99) if w.send_lag_ms else 0.0
 
 
 @dataclass
 class Results:
     effort: Effort
     answers: str
-    windows: list[Window]
-    bindings: list[BindingRun]
+    wrk_runs: list[tuple[str, wrk.WrkRun]]
+    windows: list[load.Window]  # open loop, per server and round
+    load_average: tuple[float, float, float]
+    baseline: Path | None = None
 
-    def of(self, target: str, mode: str) -> list[Window]:
-        return [w for w in self.windows if w.target == target and w.mode == mode]
-
-    def median(self, target: str, mode: str, metric: Callable[[Window], float]) -> float:
-        """The median over rounds of ``metric`` for one server and one kind of load."""
-        values = [metric(w) for w in self.of(target, mode)]
+    def wrk_median(self, target: str, workload: str, metric: Callable[[wrk.WrkRun], float]) -> float:
+        values = [metric(r) for w, r in self.wrk_runs if r.target == target and w == workload]
         return statistics.median(values) if values else 0.0
 
-    def cpu_pressure(self) -> float:
-        """The machine's median CPU pressure over all windows (-1 without PSI): how busy it was meanwhile."""
-        return statistics.median(w.cpu_pressure for w in self.windows) if self.windows else -1.0
+    def open_median(self, target: str, metric: Callable[[load.Window], float]) -> float:
+        values = [metric(w) for w in self.windows if w.target == target]
+        return statistics.median(values) if values else 0.0
 
     def failures(self) -> int:
-        return sum(w.failures for w in self.windows)
+        return sum(r.errors for _, r in self.wrk_runs) + sum(w.failures for w in self.windows)
+
+    def cpu_pressure(self) -> float:
+        """The machine's median CPU pressure over the open-loop windows (-1 without PSI)."""
+        return statistics.median(w.cpu_pressure for w in self.windows) if self.windows else -1.0
 
     def summary(self) -> dict[str, Any]:
-        def figures(target: str) -> dict[str, float]:
+        def capacity(target: str, workload: str) -> dict[str, float]:
             return {
-                "throughput_rps": self.median(target, "closed", per_second),
-                "server_cpu_us_per_request": self.median(target, "closed", cpu_us_per_request),
-                "latency_p50_ms": self.median(target, "open", latency_p50),
-                "latency_p99_ms": self.median(target, "open", latency_p99),
-                "load_process_send_lag_p99_ms": self.median(target, "open", send_lag_p99),
+                "requests_per_second": self.wrk_median(target, workload, lambda r: r.per_second),
+                "server_cpu_us_per_request": self.wrk_median(target, workload, lambda r: r.cpu_us_per_request),
+                "wrk_latency_p99_ms": self.wrk_median(target, workload, lambda r: r.latency_p99_ms),
             }
 
-        webhook, echo = figures("webhook"), figures("echo")
-        ratio = webhook["throughput_rps"] / echo["throughput_rps"] if echo["throughput_rps"] else 0.0
+        echo = capacity("echo", REPLICAS.name)
+        webhook = {w.name: capacity("webhook", w.name) for w in (REPLICAS, NEW_SPECS)}
+        echo_rps = echo["requests_per_second"]
+        ratios = {name: (c["requests_per_second"] / echo_rps if echo_rps else 0.0) for name, c in webhook.items()}
+        targets = ("webhook", "echo", BASELINE) if self.baseline is not None else ("webhook", "echo")
+        latency = {
+            target: {
+                "p50_ms": self.open_median(target, load.latency_p50),
+                "p99_ms": self.open_median(target, load.latency_p99),
+                "load_process_send_lag_p99_ms": self.open_median(target, load.send_lag_p99),
+            }
+            for target in targets
+        }
+        baseline: dict[str, Any] = {}
+        if self.baseline is not None:
+            base = {w.name: capacity(BASELINE, w.name) for w in (REPLICAS, NEW_SPECS)}
+            baseline = {
+                "tree": str(self.baseline),
+                "webhook": base,
+                "throughput_ratio": {
+                    name: (c["requests_per_second"] / echo_rps if echo_rps else 0.0) for name, c in base.items()
+                },
+            }
         return {
-            "webhook": webhook,
-            "echo": echo,
-            "throughput_ratio": ratio,
-            "throughput_target": THROUGHPUT_TARGET,
-            "meets_target": ratio >= THROUGHPUT_TARGET,
+            "wrk": {"echo": echo, "webhook": webhook, "throughput_ratio": ratios, "goal": THROUGHPUT_GOAL},
+            "baseline": baseline,
+            "fixed_rate": {"rate": self.effort.rate, **latency, "p99_goal_ms": LATENCY_P99_GOAL_MS},
             "failed_requests": self.failures(),
             "machine_cpu_pressure": self.cpu_pressure(),
+            "load_average_at_start": self.load_average,
             "answers": self.answers,
-            "bindings": [
-                {**asdict(b), "failures": b.failures[:5], "failure_count": len(b.failures)} for b in self.bindings
-            ],
         }
 
 
-def run(quick: bool = False, *, with_bindings: bool = True, effort: Effort | None = None) -> Results:
-    """Measure everything; ``effort`` overrides what ``quick`` chooses (the smoke test's tiny runs)."""
+def run(quick: bool = False, *, effort: Effort | None = None, baseline: Path | None = None) -> Results:
+    """Measure everything; ``effort`` overrides what ``quick`` chooses (the smoke test's tiny runs).
+
+    ``baseline``: a checkout of another commit whose webhook is measured in the same rounds (before/after).
+    """
     effort = effort or Effort.of(quick)
+    wrk.ensure()
+    load_average = proc.load_average()
     with tempfile.TemporaryDirectory(prefix="bench-webhook-") as tmp:
         workdir = Path(tmp)
         bundle = servers.issue_certs(workdir / "certs")
-        with webhook_and_echo(workdir, bundle) as (webhook, echo):
-            answers = check_answers(webhook, echo, bundle)
-            targets = [Target("echo", echo.url, echo.pid), Target("webhook", webhook.url, webhook.pid)]
-            windows = run_load(targets, bundle, effort, "closed,open")
-        bindings = run_bindings(workdir, bundle, effort) if with_bindings else []
-    return Results(effort, answers, windows, bindings)
+        with launched_servers(workdir, bundle, baseline) as started:
+            answers = check_answers(started, bundle)
+            wrk_runs = run_wrk(started, workdir, effort)
+            targets = [load.Target(name, server.url, server.pid) for name, server in started.items()]
+            windows = load.run_load(targets, bundle, effort.latency_load(), "open", REPLICAS.bodies)
+    return Results(effort, answers, wrk_runs, windows, load_average, baseline)
 
 
 def _ms(value: float) -> str:
     return f"{value:.2f} ms"
 
 
+def _verdict(ratio: float) -> str:
+    if ratio >= THROUGHPUT_MOONSHOT:
+        return f"meets the {THROUGHPUT_MOONSHOT:g} moonshot"
+    return f"{'meets' if ratio >= THROUGHPUT_GOAL else 'misses'} the {THROUGHPUT_GOAL:g} goal"
+
+
 def rows_of(results: Results) -> list[dict[str, str]]:
     s = results.summary()
     effort = results.effort
-    web, echo = s["webhook"], s["echo"]
     section = "webhook service"
     failed = s["failed_requests"]
     load_check = f"FAIL: {failed} requests failed" if failed else results.answers
     if s["machine_cpu_pressure"] > BUSY_PRESSURE:
         load_check += f"; busy machine (CPU pressure {s['machine_cpu_pressure']:.0%})"
-    lag = max(web["load_process_send_lag_p99_ms"], echo["load_process_send_lag_p99_ms"])
-    latency_check = load_check + (f"; load process late by {lag:.0f} ms (p99)" if lag > LAG_TOLERANCE_MS else "")
-    verdict = "meets" if s["meets_target"] else "misses"
-    rows = [
-        {
-            "section": section,
-            "case": f"/mutate seed-1+2 CREATE, {effort.clients} keep-alive clients (httpx, TLS): throughput",
-            "ours": f"{web['throughput_rps']:,.0f} req/s",
-            "reference": f"echo {echo['throughput_rps']:,.0f} req/s",
-            "ratio": f"{s['throughput_ratio']:.0%} of echo",
-            "check": f"{verdict} >= {THROUGHPUT_TARGET:.0%}; {load_check}",
-        },
-        {
-            "section": section,
-            "case": "/mutate server CPU per request (same windows)",
-            "ours": f"{web['server_cpu_us_per_request']:,.0f} µs",
-            "reference": f"echo {echo['server_cpu_us_per_request']:,.0f} µs",
-            "ratio": (
-                f"{echo['server_cpu_us_per_request'] / web['server_cpu_us_per_request']:.0%} of echo capacity"
-                if web["server_cpu_us_per_request"]
-                else "-"
-            ),
-            "check": "-",
-        },
-        {
-            "section": section,
-            "case": f"/mutate latency at {effort.rate:g} req/s (open loop)",
-            "ours": f"p50 {_ms(web['latency_p50_ms'])}, p99 {_ms(web['latency_p99_ms'])}",
-            "reference": f"echo p50 {_ms(echo['latency_p50_ms'])}, p99 {_ms(echo['latency_p99_ms'])}",
-            "ratio": f"p50 +{web['latency_p50_ms'] - echo['latency_p50_ms']:.2f} ms",
-            "check": latency_check,
-        },
-    ]
-    numa, cores, _ = BINDING_MACHINE
-    for b in results.bindings:
+    echo = s["wrk"]["echo"]
+    wrk_how = f"wrk -c{effort.connections} -t{effort.wrk_threads}, {effort.wrk_seconds:g} s x {effort.rounds}"
+    rows = []
+    descriptions = {
+        REPLICAS.name: "replica pods (seed-1+2 CREATE; plan memo hits)",
+        NEW_SPECS.name: f"every pod a new spec (seed-1, {NEW_SPEC_COUNT:,} memory sizes; plan memo misses)",
+    }
+    for workload, description in descriptions.items():
+        web = s["wrk"]["webhook"][workload]
+        ratio = s["wrk"]["throughput_ratio"][workload]
         rows.append(
             {
                 "section": section,
-                "case": (
-                    f"binding round trip webhook -> enforcer (mTLS, durable), {b.clients} client"
-                    f"{'s' if b.clients > 1 else ''}, seed-1 pod, {numa} NUMA / {numa * cores * 2} CPUs"
-                ),
-                "ours": f"p50 {_ms(b.p50_ms)}, p99 {_ms(b.p99_ms)}",
-                "reference": f"enforcer alone p50 {_ms(b.direct_p50_ms)}, p99 {_ms(b.direct_p99_ms)}",
-                "ratio": f"p50 +{b.p50_ms - b.direct_p50_ms:.2f} ms via webhook",
-                "check": f"FAIL: {len(b.failures)}: {b.failures[0]}" if b.failures else f"{b.bindings} allocated",
+                "case": f"/mutate capacity, {description}, {wrk_how}",
+                "ours": f"{web['requests_per_second']:,.0f} req/s",
+                "reference": f"echo {echo['requests_per_second']:,.0f} req/s",
+                "ratio": f"{ratio:.2f} of echo",
+                "check": f"{_verdict(ratio)}; {load_check}",
             }
         )
+        rows.append(
+            {
+                "section": section,
+                "case": f"/mutate server CPU per request, {workload} (same wrk runs)",
+                "ours": f"{web['server_cpu_us_per_request']:,.0f} µs",
+                "reference": f"echo {echo['server_cpu_us_per_request']:,.0f} µs",
+                "ratio": f"{web['server_cpu_us_per_request'] / echo['server_cpu_us_per_request']:.1f}x echo"
+                if echo["server_cpu_us_per_request"]
+                else "-",
+                "check": "-",
+            }
+        )
+    if s["baseline"]:
+        tree = Path(s["baseline"]["tree"]).name
+        for workload in descriptions:
+            base = s["baseline"]["webhook"][workload]
+            web = s["wrk"]["webhook"][workload]
+            ratio = s["baseline"]["throughput_ratio"][workload]
+            rows.append(
+                {
+                    "section": section,
+                    "case": f"/mutate capacity, {workload}: baseline webhook from {tree} (same rounds)",
+                    "ours": f"{base['requests_per_second']:,.0f} req/s, {base['server_cpu_us_per_request']:,.0f} µs",
+                    "reference": f"this tree {web['requests_per_second']:,.0f} req/s",
+                    "ratio": f"{ratio:.2f} of echo",
+                    "check": load_check,
+                }
+            )
+    fixed = s["fixed_rate"]
+    web_lat, echo_lat = fixed["webhook"], fixed["echo"]
+    lag = max(web_lat["load_process_send_lag_p99_ms"], echo_lat["load_process_send_lag_p99_ms"])
+    verdict = "meets" if web_lat["p99_ms"] <= LATENCY_P99_GOAL_MS else "misses"
+    latency_check = f"{verdict} p99 <= {LATENCY_P99_GOAL_MS:g} ms; {load_check}"
+    if lag > LAG_TOLERANCE_MS:
+        latency_check += f"; load process late by {lag:.0f} ms (p99)"
+    if s["baseline"]:
+        base_lat = fixed[BASELINE]
+        latency_check += f"; baseline p50 {_ms(base_lat['p50_ms'])}, p99 {_ms(base_lat['p99_ms'])}"
+    rows.append(
+        {
+            "section": section,
+            "case": (
+                f"/mutate latency at {effort.rate:g} req/s, replica pods (own open-loop client, "
+                f"{effort.latency_seconds:g} s x {effort.rounds})"
+            ),
+            "ours": f"p50 {_ms(web_lat['p50_ms'])}, p99 {_ms(web_lat['p99_ms'])}",
+            "reference": f"echo p50 {_ms(echo_lat['p50_ms'])}, p99 {_ms(echo_lat['p99_ms'])}",
+            "ratio": f"p50 +{web_lat['p50_ms'] - echo_lat['p50_ms']:.2f} ms",
+            "check": latency_check,
+        }
+    )
     return rows
 
 
@@ -729,65 +371,39 @@ def table_rows(quick: bool) -> list[dict[str, str]]:
     return rows_of(run(quick))
 
 
-def write_json(path: Path, benchmark: str, quick: bool, results: dict[str, Any]) -> None:
-    document = {
-        "benchmark": benchmark,
-        "command": " ".join([Path(sys.executable).name, "-m", f"bench.{benchmark}", *sys.argv[1:]]),
-        "quick": quick,
-        "machine": {
-            "system": f"{platform.system()} {platform.machine()}",
-            "cores": os.cpu_count(),
-            "python": platform.python_version(),
-        },
-        "measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "results": results,
-    }
-    path.write_text(json.dumps(document, indent=2) + "\n")
+def _run_summary(workload: str, r: wrk.WrkRun) -> dict[str, Any]:
+    return {"workload": workload, **asdict(r), "per_second": r.per_second, "cpu_us_per_request": r.cpu_us_per_request}
 
 
 def main(argv: list[str] | None = None) -> int:
-    args_list = list(sys.argv[1:] if argv is None else argv)
-    if args_list[:1] == ["drive"]:
-        return drive_main(args_list[1:])
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--quick", action="store_true", help="fewer and shorter rounds (noisier)")
-    parser.add_argument("--json", type=Path, help="also write the figures, per round, as JSON here")
-    parser.add_argument("--no-bindings", action="store_true", help="skip the webhook -> enforcer round trip")
-    args = parser.parse_args(args_list)
-    results = run(args.quick, with_bindings=not args.no_bindings)
+    parser.add_argument("--json", type=Path, help="also write the figures, per run, as JSON here")
+    parser.add_argument(
+        "--compare-with",
+        type=Path,
+        metavar="CHECKOUT",
+        help="also measure the webhook of this checkout of another commit in the same rounds (before/after), "
+        "e.g. one made by `git worktree add /tmp/base <commit>`",
+    )
+    args = parser.parse_args(argv)
+    results = run(args.quick, baseline=args.compare_with.resolve() if args.compare_with else None)
     rows = rows_of(results)
     for row in rows:
         print(" | ".join(row[k] for k in ("case", "ours", "reference", "ratio", "check")))
     if args.json is not None:
-        write_json(
+        report.write_json(
             args.json,
             "bench_webhook",
             args.quick,
             {
                 "summary": results.summary(),
                 "effort": asdict(results.effort),
-                "windows": [_window_summary(w) for w in results.windows],
+                "wrk_runs": [_run_summary(w, r) for w, r in results.wrk_runs],
+                "open_loop_windows": [load.window_summary(w) for w in results.windows],
             },
         )
     return 1 if any(row["check"].startswith("FAIL") for row in rows) else 0
-
-
-def _window_summary(w: Window) -> dict[str, Any]:
-    return {
-        "target": w.target,
-        "mode": w.mode,
-        "seconds": w.seconds,
-        "completed": w.completed,
-        "failures": w.failures,
-        "per_second": w.per_second,
-        "server_cpu_us_per_request": w.cpu_us_per_request,
-        "p50_ms": latency_p50(w) if w.latencies_ms else None,
-        "p99_ms": latency_p99(w) if w.latencies_ms else None,
-        "rss_peak_kib": max(w.rss_kib, default=0),
-        "hwm_kib": w.hwm_kib,
-        "send_lag_p99_ms": send_lag_p99(w) if w.send_lag_ms else None,
-        "cpu_pressure": w.cpu_pressure,
-    }
 
 
 if __name__ == "__main__":

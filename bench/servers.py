@@ -18,7 +18,9 @@ the same level.  The enforcer needs no launcher of its own: the benchmarks
 start the real ``numaguard enforcer`` command (:func:`enforcer_command`).
 
 Parent side: :func:`launched` starts a command, waits until it answers over
-TLS and stops it afterwards; :func:`free_port`, :func:`issue_certs`.
+TLS and stops it afterwards; :func:`enforcer_process` does that for the real
+enforcer with the seed-1 node's kubelet settings (:func:`seed_kubelet`);
+:func:`free_port`, :func:`issue_certs`.
 
 This module is a measuring tool: product code and tests of product code must
 not import it.
@@ -48,6 +50,12 @@ from servicekit import certs, tls
 
 ROOT = Path(__file__).resolve().parents[1]
 NODE_NAME = "node-a"
+REVIEWS = ROOT / "tests" / "fixtures" / "reviews"
+# The seed pods' CREATE reviews the /mutate loads send in turn: seed-1 tightly-coupled-database, seed-2 ml-workload
+SEED_CREATE_BODIES = (
+    REVIEWS / "create-mutate-tightly-coupled-database.json",
+    REVIEWS / "create-mutate-ml-workload.json",
+)
 UNREACHABLE_ENFORCER = "https://localhost:9"  # /mutate of a pod CREATE never calls the enforcer
 DEFAULT_LOG_LEVEL = "info"  # what numaguard webhook ships with: one JSON line per review
 CERT_CHECK_INTERVAL = 30.0  # WebhookSettings.cert_check_interval's default
@@ -182,6 +190,41 @@ def enforcer_command(
     ]  # fmt: skip
 
 
+def seed_kubelet(numa_nodes: int, cores_per_numa: int) -> dict[str, Any]:
+    """The seed-1 node's kubelet settings (pod scope, single-numa-node) on a ``synthetic.regular`` machine.
+
+    The reserved core is CPU 0 and its sibling, as seed-1 reserves "0,16" on
+    its 32-CPU machine; beyond 8 NUMA nodes the Topology Manager needs
+    ``max-allowable-numa-nodes`` raised, as the kubelet does.
+    """
+    kubelet: dict[str, Any] = {
+        "featureGates": {"PodLevelResources": True, "PodLevelResourceManagers": True},
+        "cpuManagerPolicy": "static",
+        "reservedSystemCPUs": f"0,{numa_nodes * cores_per_numa}",
+        "systemReserved": {"cpu": "1", "memory": "1Gi"},
+        "evictionHard": {"memory.available": "100Mi"},
+        "memoryManagerPolicy": "Static",
+        "reservedMemory": [{"numaNode": 0, "limits": {"memory": "1124Mi"}}],
+        "topologyManagerPolicy": "single-numa-node",
+        "topologyManagerScope": "pod",
+    }
+    if numa_nodes > 8:
+        kubelet["topologyManagerPolicyOptions"] = {"max-allowable-numa-nodes": str(numa_nodes)}
+    return kubelet
+
+
+@contextlib.contextmanager
+def enforcer_process(
+    workdir: Path, bundle: certs.Bundle, topology_document: dict[str, Any], kubelet: dict[str, Any]
+) -> Iterator[Launched]:
+    port = free_port()
+    command = enforcer_command(workdir, bundle, port=port, topology_document=topology_document, kubelet=kubelet)
+    with launched(
+        "enforcer", command, port=port, bundle=bundle, ready_path="/readyz", log_file=workdir / "enforcer.log"
+    ) as enforcer:
+        yield enforcer
+
+
 def _clean_env() -> dict[str, str]:
     """This shell's environment minus the services' own settings variables, which would override the flags."""
     return {k: v for k, v in os.environ.items() if not k.startswith(("WEBHOOK_", "NUMAGUARD_"))}
@@ -189,12 +232,22 @@ def _clean_env() -> dict[str, str]:
 
 @contextlib.contextmanager
 def launched(
-    name: str, command: list[str], *, port: int, bundle: certs.Bundle, ready_path: str, log_file: Path
+    name: str,
+    command: list[str],
+    *,
+    port: int,
+    bundle: certs.Bundle,
+    ready_path: str,
+    log_file: Path,
+    cwd: Path = ROOT,
 ) -> Iterator[Launched]:
-    """Run ``command`` until the block ends; yields once ``GET ready_path`` answers 200 over TLS."""
+    """Run ``command`` in ``cwd`` until the block ends; yields once ``GET ready_path`` answers 200 over TLS.
+
+    ``cwd`` is the checkout whose code ``python -m`` runs: another one measures another commit (a baseline).
+    """
     url = f"https://localhost:{port}"
     with log_file.open("wb") as log:
-        process = subprocess.Popen(command, cwd=ROOT, env=_clean_env(), stdout=subprocess.DEVNULL, stderr=log)
+        process = subprocess.Popen(command, cwd=cwd, env=_clean_env(), stdout=subprocess.DEVNULL, stderr=log)
         try:
             _wait_ready(name, url + ready_path, bundle, process, log_file)
             yield Launched(name, process.pid, url)

@@ -56,6 +56,10 @@ _CREDENTIAL_HINT = re.compile("(?i)" + "|".join(re.escape(word) for word in _CRE
 # json.dumps(..., ensure_ascii=False, separators=(",", ":")), without building an encoder for every line
 _COMPACT_JSON = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
 
+# Exact types (not subclasses, which take the general path) that redaction and encoding pass through as they are.
+_SCALARS = frozenset({type(None), bool, int, float})
+_JSON_SCALARS = _SCALARS | {str}
+
 # Attributes every LogRecord has; anything else on a record came from ``extra=``.
 _RECORD_ATTRIBUTES = frozenset(vars(logging.LogRecord("", 0, "", 0, "", (), None)).keys()) | {
     "message",
@@ -66,6 +70,8 @@ _RECORD_ATTRIBUTES = frozenset(vars(logging.LogRecord("", 0, "", 0, "", (), None
 
 
 def is_sensitive_key(key: object) -> bool:
+    if type(key) is str:  # the usual case first: an ``extra=`` name or a header name
+        return _is_sensitive_name(key)
     if isinstance(key, bytes):
         key = key.decode("latin-1")
     if not isinstance(key, str):
@@ -100,6 +106,10 @@ def redact(value: object, key: object = None) -> object:
     """A copy of ``value`` with secrets removed; mappings and sequences are walked (header pairs included)."""
     if key is not None and is_sensitive_key(key):
         return REDACTED
+    if type(value) is str:
+        return redact_text(value)
+    if type(value) in _SCALARS:
+        return value
     if value is None or isinstance(value, bool | int | float):
         return value
     if isinstance(value, str):
@@ -127,9 +137,10 @@ class RedactingFilter(logging.Filter):
             message = str(record.msg)
         record.msg = redact_text(message)
         record.args = None
-        for name, value in list(vars(record).items()):
-            if name not in _RECORD_ATTRIBUTES:
-                setattr(record, name, redact(value, name))
+        fields = vars(record)
+        # the ``extra=`` names: replacing their values in place keeps the order the formatter writes them in
+        for name in fields.keys() - _RECORD_ATTRIBUTES:
+            fields[name] = redact(fields[name], name)
         if record.exc_info and not record.exc_text:
             record.exc_text = redact_text(logging.Formatter().formatException(record.exc_info))
             record.exc_info = None
@@ -139,6 +150,8 @@ class RedactingFilter(logging.Filter):
 
 
 def _jsonable(value: object) -> object:
+    if type(value) in _JSON_SCALARS:
+        return value
     if value is None or isinstance(value, bool | int | float | str):
         return value
     if isinstance(value, Mapping):
@@ -183,6 +196,9 @@ def configure(level: str | int = "INFO", stream: IO[str] | None = None) -> loggi
     Replaces handlers a previous ``configure`` installed (idempotent), leaves
     other handlers alone.
     """
+    # Looking up the multiprocessing process name costs a few microseconds per record, and no numaguard line
+    # carries it (the JSON lines name the logger, not the process); a foreign %(processName)s reads None.
+    logging.logMultiprocessing = False
     root = logging.getLogger()
     for old in list(root.handlers):
         if getattr(old, "_numaguard_json", False):

@@ -11,7 +11,12 @@ from fastapi import Request
 from webhook.services import Services
 
 
-async def get_services(request: Request) -> Services:
-    # async on purpose: FastAPI runs a plain ``def`` dependency in its thread pool, a thread hop per review
+def services_of(request: Request) -> Services:
+    """The app's services, for routes that read them without a dependency (the review routes, per request)."""
     services: Services = request.app.state.services
     return services
+
+
+async def get_services(request: Request) -> Services:
+    # async on purpose: FastAPI runs a plain ``def`` dependency in its thread pool, a thread hop per review
+    return services_of(request)

@@ -8,9 +8,9 @@ Nothing here does work of its own.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
-from webhook import discovery, enforcer_client, plan, pod_cache
+from webhook import discovery, enforcer_client, plan, plan_memo, pod_cache
 from webhook.metrics import WebhookMetrics
 from webhook.settings import WebhookSettings
 
@@ -25,6 +25,8 @@ class Services:
     enforcers: discovery.EnforcerDirectory
     client: enforcer_client.EnforcerClient
     metrics: WebhookMetrics
+    # CREATE plans by the typed spec they were computed from (replicas share one); see webhook.plan_memo
+    plans: plan_memo.PlanMemo = field(default_factory=plan_memo.PlanMemo)
 
     @property
     def enforcer_budget(self) -> float:

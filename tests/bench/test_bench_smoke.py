@@ -1,13 +1,16 @@
 """The service benchmarks run end to end and give rows the one-command table (``python -m bench``) can print.
 
-Smoke only: real processes (webhook, echo, enforcer, the load process) with
-tiny efforts, checking the shape of the rows and that no measured request
+Smoke only: real processes (webhook, echo, enforcer, wrk, the load process)
+with tiny efforts, checking the shape of the rows and that no measured request
 failed.  No figure is asserted: speed is measured in ``bench/``, never here.
-The ``--quick`` runs take about a minute each and are marked slow.
+The webhook smoke test needs wrk (``scripts/install-bench-tools.sh``) and is
+skipped without it.  The ``--quick`` runs take about a minute each and are
+marked slow.
 """
 
 from __future__ import annotations
 
+import shutil
 import sys
 from pathlib import Path
 from types import ModuleType
@@ -18,21 +21,15 @@ ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:  # bench/ is a directory of measuring scripts, not an installed package
     sys.path.insert(0, str(ROOT))
 
-from bench import bench_rss, bench_webhook  # noqa: E402
+from bench import bench_binding, bench_rss, bench_webhook, wrk  # noqa: E402
 from bench.__main__ import Line  # noqa: E402
 
 ROW_KEYS = {"section", "case", "ours", "reference", "ratio", "check"}
 
 TINY_WEBHOOK = bench_webhook.Effort(
-    rounds=1,
-    clients=2,
-    warmup=0.1,
-    throughput_seconds=0.3,
-    rate=50.0,
-    latency_seconds=0.3,
-    bindings_per_client_alone=2,
-    bindings_per_client_concurrent=1,
+    rounds=1, wrk_seconds=1.0, connections=2, wrk_threads=1, warmup=0.1, rate=50.0, latency_seconds=0.3
 )
+TINY_BINDING = bench_binding.Effort(bindings_per_client_alone=2, bindings_per_client_concurrent=1)
 TINY_MEMORY = bench_rss.Effort(runs=1, load_seconds=0.5, pods=4)
 
 
@@ -45,13 +42,46 @@ def assert_well_formed(rows: list[dict[str, str]]) -> None:
         Line(**row)
 
 
+needs_wrk = pytest.mark.skipif(
+    shutil.which("wrk") is None, reason="wrk is not installed (scripts/install-bench-tools.sh)"
+)
+
+
+@needs_wrk
 def test_webhook_benchmark_gives_well_formed_rows_for_a_tiny_run() -> None:
-    rows = bench_webhook.rows_of(bench_webhook.run(effort=TINY_WEBHOOK))
+    # this very checkout as the baseline: the before/after machinery runs, and the answers agree byte for byte
+    results = bench_webhook.run(effort=TINY_WEBHOOK, baseline=ROOT)
+    rows = bench_webhook.rows_of(results)
     assert_well_formed(rows)
     cases = [row["case"] for row in rows]
-    assert any("throughput" in case for case in cases)
+    assert sum("capacity" in case for case in cases) == 4  # replicas and new specs, this tree and the baseline
     assert any("latency" in case for case in cases)
-    assert sum("binding round trip" in case for case in cases) == len(bench_webhook.BINDING_CONCURRENCY)
+    workloads = sorted((workload, run.target) for workload, run in results.wrk_runs)
+    assert workloads == [
+        ("new specs", "baseline"),
+        ("new specs", "webhook"),
+        ("replicas", "baseline"),
+        ("replicas", "echo"),
+        ("replicas", "webhook"),
+    ]
+    assert all(run.requests > 0 for _, run in results.wrk_runs)
+
+
+def test_binding_benchmark_gives_well_formed_rows_for_a_tiny_run() -> None:
+    rows = bench_binding.rows_of(bench_binding.run(effort=TINY_BINDING))
+    assert_well_formed(rows)
+    assert len(rows) == len(bench_binding.BINDING_CONCURRENCY)
+
+
+def test_the_wrk_report_line_is_read_back() -> None:
+    line = (
+        'WRK-JSON {"duration_us":1000000,"requests":5,"bytes":9,"errors":{"connect":0,"read":0,"write":0,'
+        '"status":1,"timeout":0},"latency_us":{"mean":1.0,"max":9,"p50":1,"p90":2,"p99":3,"p999":4}}'
+    )
+    report = wrk.parse_report("Running 1s test\n" + line + "\n")
+    assert report["requests"] == 5
+    with pytest.raises(ValueError, match="no report"):
+        wrk.parse_report("Running 1s test\n")
 
 
 def test_memory_benchmark_gives_well_formed_rows_for_a_tiny_run() -> None:
@@ -62,6 +92,6 @@ def test_memory_benchmark_gives_well_formed_rows_for_a_tiny_run() -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("module", [bench_webhook, bench_rss], ids=lambda m: m.__name__)
+@pytest.mark.parametrize("module", [bench_webhook, bench_binding, bench_rss], ids=lambda m: m.__name__)
 def test_quick_table_rows_are_well_formed(module: ModuleType) -> None:
     assert_well_formed(module.table_rows(quick=True))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 from typing import Any
 
 import pytest
@@ -80,6 +81,52 @@ def test_arbitrary_bytes_either_parse_or_raise_malformed_review(body: bytes) -> 
         review.parse_request(body)
     except errors.MalformedReview as err:
         assert err.message
+
+
+_JSON_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(),
+    lambda children: st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=8), children, max_size=4),
+    max_leaves=20,
+)
+
+
+def _same_json(left: object, right: object) -> bool:
+    """Equal as JSON values, NaN included (NaN != NaN), and of the same types (1 is not 1.0 here)."""
+    if isinstance(left, float) and isinstance(right, float) and left != left:
+        return right != right
+    if type(left) is not type(right):
+        return False
+    if isinstance(left, dict):
+        return list(left) == list(right) and all(_same_json(left[k], right[k]) for k in left)  # type: ignore[call-overload]
+    if isinstance(left, list):
+        return len(left) == len(right) and all(map(_same_json, left, right))  # type: ignore[arg-type]
+    return left == right
+
+
+@settings(max_examples=300, deadline=None)
+@given(value=_JSON_VALUES, ascii_only=st.booleans(), duplicate=st.booleans())
+def test_the_fast_decoder_reads_every_body_as_json_loads_does(value: object, ascii_only: bool, duplicate: bool) -> None:
+    body = json.dumps(value, ensure_ascii=ascii_only).encode("utf-8", "surrogatepass")
+    if duplicate:  # a repeated key: the last one wins in both
+        body = b'{"k":1,"k":' + body + b"}"
+    assert _same_json(review.decode_json(body), json.loads(body))
+
+
+@pytest.mark.parametrize(
+    "body",
+    [b"\xef\xbb\xbf{}", '{"a": 1}'.encode("utf-16"), b'{"\xed\xa0\x80": 1}', b'"\\ud800"', b"[" * 300 + b"]" * 300],
+    ids=["utf-8-bom", "utf-16", "surrogate-bytes", "escaped-lone-surrogate", "nested-300"],
+)
+def test_bodies_the_fast_decoder_refuses_are_read_by_json_loads(body: bytes) -> None:
+    assert _same_json(review.decode_json(body), json.loads(body))
+
+
+@pytest.mark.parametrize("body", [b"", b"{", b"nan", b'{"a":1} x', b"\xff{}", b"[1,]"])
+def test_bodies_neither_decoder_reads_raise_what_json_loads_raises(body: bytes) -> None:
+    with pytest.raises(ValueError) as expected:
+        json.loads(body)
+    with pytest.raises(type(expected.value), match="^" + re.escape(str(expected.value)) + "$"):
+        review.decode_json(body)
 
 
 def test_the_response_envelope_omits_unset_fields() -> None:

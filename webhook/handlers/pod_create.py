@@ -22,7 +22,7 @@ import logging
 from shared import contract, validation
 from shared import pod as pod_model
 from shared.errors import DomainError
-from webhook import binding, decision, errors, plan, pod_cache, review, wording
+from webhook import binding, decision, errors, plan, plan_memo, pod_cache, review, wording
 from webhook.handlers import common
 from webhook.services import Services
 
@@ -40,20 +40,20 @@ async def handle(
     request: review.AdmissionRequest, *, mode: common.Mode, services: Services
 ) -> review.AdmissionResponse:
     pod = common.read_pod(request.obj)
-    pod_plan = _plan(pod, services.plan_policy)
+    planned = services.plans.plan_of(pod, services.plan_policy, _plan)
     if not request.dry_run:
         services.seen_pods.remember(pod_cache.from_pod(pod, namespace=request.namespace, source=mode))
     if mode == "mutate":
-        warnings = list(pod_plan.warnings)
+        warnings = list(planned.plan.warnings)
         if pod.spec.node_name:
             warnings.append(
                 f"spec.nodeName {pod.spec.node_name} skips scheduling, so no node checks the pod's NUMA fit at binding"
             )
         outcome = decision.Decision.allow(
-            annotations={**_CLEARED_AT_CREATE, **pod_plan.annotations()}, warnings=tuple(warnings)
+            annotations={**_CLEARED_AT_CREATE, **planned.annotations()}, warnings=tuple(warnings)
         )
     else:
-        outcome = decision.Decision.allow(warnings=_validate_warnings(pod, pod_plan))
+        outcome = decision.Decision.allow(warnings=_validate_warnings(pod, planned))
     return common.respond(request, outcome, mode=mode)
 
 
@@ -72,10 +72,10 @@ def _plan(pod: pod_model.Pod, policy: plan.PlanPolicy) -> plan.Plan:
     return plan.plan_pod(resources, policy)
 
 
-def _validate_warnings(pod: pod_model.Pod, pod_plan: plan.Plan) -> tuple[str, ...]:
+def _validate_warnings(pod: pod_model.Pod, planned: plan_memo.PlannedPod) -> tuple[str, ...]:
     recorded = pod.metadata.annotations.get(plan.PLAN_ANNOTATION)
     if recorded is None:
-        return pod_plan.warnings  # the mutating webhook did not run: say what it would have said
-    if recorded != pod_plan.annotation_value():
+        return planned.plan.warnings  # the mutating webhook did not run: say what it would have said
+    if recorded != planned.annotation_value:
         return (f"{plan.PLAN_ANNOTATION} is out of date: the pod's resources changed after numaguard planned them",)
     return ()
