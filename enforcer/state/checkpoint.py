@@ -63,6 +63,7 @@ import fcntl
 import hashlib
 import json
 import logging
+import math
 import os
 import secrets
 from collections.abc import Callable, Iterator, Mapping
@@ -150,6 +151,24 @@ def _reject_constant(name: str) -> None:
     raise ValueError(f"{name} is not JSON")
 
 
+def finite_float(text: str) -> float:
+    """``parse_float`` for state files: a number too large for a double (``1.5e+309``) is damage, not infinity.
+
+    The standard reader turns such a literal into ``inf``, which the checksum's
+    canonical encoder (``allow_nan=False``) then refuses with a bare ValueError;
+    a bit flip in an exponent must be reported as corruption instead.
+    """
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"number {text} is out of range for a double")
+    return value
+
+
+def parse_json(text: str) -> Any:
+    """The strict JSON reader every state file uses: unique keys, no NaN/Infinity, finite numbers only."""
+    return json.loads(text, object_pairs_hook=_unique_keys, parse_constant=_reject_constant, parse_float=finite_float)
+
+
 def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     result: dict[str, Any] = {}
     for key, value in pairs:
@@ -174,7 +193,7 @@ def decode(
     except UnicodeDecodeError as error:
         raise errors.CheckpointCorruptError(path, f"not UTF-8 text (byte {error.start})") from None
     try:
-        envelope = json.loads(text, object_pairs_hook=_unique_keys, parse_constant=_reject_constant)
+        envelope = parse_json(text)
     except json.JSONDecodeError as error:
         if error.pos >= len(text.rstrip()) or error.msg.startswith("Unterminated string"):
             raise errors.CheckpointCorruptError(path, f"truncated: the JSON ends early ({error.msg})") from None
@@ -221,7 +240,10 @@ def decode(
     if not isinstance(raw_data, dict):
         raise errors.CheckpointCorruptError(path, "damaged envelope: data is not an object")
     data: dict[str, Any] = raw_data
-    actual = checksum_of(data, found_version)
+    try:
+        actual = checksum_of(data, found_version)
+    except (TypeError, ValueError) as error:  # unreachable with parse_json's checks; kept so no bare error escapes
+        raise errors.CheckpointCorruptError(path, f"data is not plain JSON: {error}") from None
     if actual != recorded:
         raise errors.CheckpointCorruptError.checksum_mismatch(path, expected=recorded, actual=actual)
 

@@ -188,3 +188,20 @@ def test_flipped_bits_anywhere_never_yield_wrong_data(data: dict[str, Any], bits
         return
     # Only an edit the JSON reader cannot see (e.g. "\\u00e9" -> "\\u00E9") may pass, and then the data is intact.
     assert loaded == data
+
+
+@pytest.mark.parametrize(
+    ("written", "damaged"),
+    [
+        (b"1.5e+308", b"1.5e+309"),  # the flip hypothesis found: the reader made it inf, the checksum raised
+        (b"1.5e+308", b"1.5e+708"),
+        (b"-1.5e+308", b"-1.5e+309"),
+    ],
+)
+def test_an_exponent_flipped_past_the_double_range_is_reported_as_corruption(written: bytes, damaged: bytes) -> None:
+    value = float(written)
+    raw = _encoded({"big": value})
+    assert written in raw
+
+    with pytest.raises(errors.CheckpointCorruptError, match="out of range for a double"):
+        _decode(raw.replace(written, damaged))
