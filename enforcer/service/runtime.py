@@ -23,7 +23,7 @@ from enforcer.service.metrics import EnforcerMetrics
 from enforcer.service.node_service import NodeService
 from enforcer.service.nrt_publisher import NodeResourceTopologyPublisher
 from enforcer.service.settings import EnforcerSettings
-from enforcer.state import checkpoint
+from enforcer.state import checkpoint, journal
 from enforcer.state import errors as state_errors
 
 log = logging.getLogger(__name__)
@@ -59,7 +59,7 @@ def start(
 ) -> RunningNode:
     """Everything the API needs, running; raises ConfigError when the node cannot work as configured."""
     topology = startup.load_topology(settings)
-    store = checkpoint.CheckpointStore(settings.state_path)
+    store = journal.JournaledStore(settings.state_path)
     try:
         claim = store.claim()
     except state_errors.CheckpointError as err:

@@ -371,7 +371,7 @@ class CheckpointStore:
                     with contextlib.suppress(OSError):
                         temp.unlink()
                     raise
-                _fsync_directory(self.directory)
+                fsync_directory(self.directory)
         except OSError as error:
             raise errors.CheckpointWriteError(str(self.path), f"cannot save state to {self.path}: {error}") from None
         log.debug("state saved", extra={"path": str(self.path), "bytes": len(content)})
@@ -392,7 +392,7 @@ class CheckpointStore:
 
     def _write_temp(self, content: bytes) -> Path:
         temp = self._hidden(f"tmp-{os.getpid()}-{secrets.token_hex(4)}")
-        _write_durably(temp, content)
+        write_durably(temp, content)
         return temp
 
     def _keep_backup(self) -> None:
@@ -414,7 +414,7 @@ class CheckpointStore:
         except OSError as error:
             if error.errno not in (errno.EPERM, errno.EXDEV, errno.EMLINK, errno.ENOTSUP, errno.EOPNOTSUPP):
                 raise
-            _write_durably(staging, self.path.read_bytes())  # filesystems without hard links
+            write_durably(staging, self.path.read_bytes())  # filesystems without hard links
         os.replace(staging, self.backup_path)
 
     @contextlib.contextmanager
@@ -469,7 +469,7 @@ class StateClaim:
         self.release()
 
 
-def _write_durably(path: Path, content: bytes) -> None:
+def write_durably(path: Path, content: bytes) -> None:
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
     try:
         view = memoryview(content)
@@ -481,7 +481,7 @@ def _write_durably(path: Path, content: bytes) -> None:
         os.close(fd)
 
 
-def _fsync_directory(directory: Path) -> None:
+def fsync_directory(directory: Path) -> None:
     """Make a rename in ``directory`` durable (the rename itself lives in the directory's data)."""
     fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     try:
@@ -513,6 +513,11 @@ DRAIN_ADVICE: Final = (
     "no longer knows which CPUs and memory they hold (the kubelet's rule for a deleted cpu_manager_state)."
 )
 
+FROM_BACKUP_NOTE: Final = (
+    "the backup is one save older than the lost file: the last admission or removal before the damage is "
+    "missing. " + DRAIN_ADVICE
+)
+
 
 def recover(
     path: Path | str,
@@ -521,6 +526,7 @@ def recover(
     force: bool = False,
     now: datetime | None = None,
     store: CheckpointStore | None = None,
+    restored_note: str | None = FROM_BACKUP_NOTE,
 ) -> RecoveryResult:
     """The ``recover-state`` operations; see the module docstring.  Stop the enforcer first."""
     store = store if store is not None else CheckpointStore(path)
@@ -537,7 +543,9 @@ def recover(
         return RecoveryResult(mode, status, (*actions, f"nothing to do: {store.directory} does not exist"))
     stamp = (now or datetime.now(UTC)).astimezone(UTC).strftime("%Y%m%dT%H%M%SZ")
     try:
-        return _repair(store, mode, status, backup_status, actions, force=force, stamp=stamp)
+        return _repair(
+            store, mode, status, backup_status, actions, force=force, stamp=stamp, restored_note=restored_note
+        )
     except OSError as error:
         raise errors.RecoveryError(str(store.path), f"recover-state {mode} failed: {error}") from None
 
@@ -551,6 +559,7 @@ def _repair(
     *,
     force: bool,
     stamp: str,
+    restored_note: str | None,
 ) -> RecoveryResult:
     if store.is_claimed():
         raise errors.RecoveryError(str(store.path), f"{store.path} is in use by a running enforcer; stop it first")
@@ -567,11 +576,11 @@ def _repair(
                 (store.backup_path, f"{store.backup_path.name}.corrupt-{stamp}"),
             ):
                 if source.exists():
-                    target = _free_name(store.directory / target_name)
+                    target = free_name(store.directory / target_name)
                     os.replace(source, target)
                     moved.append((source, target))
                     actions.append(f"moved {source} to {target}")
-            _fsync_directory(store.directory)
+            fsync_directory(store.directory)
             if not moved:
                 actions.append("nothing to quarantine; the enforcer will start from an empty state")
             else:
@@ -590,22 +599,20 @@ def _repair(
             )
         moved = []
         if store.path.exists():
-            target = _free_name(store.directory / f"{store.path.name}.corrupt-{stamp}")
+            target = free_name(store.directory / f"{store.path.name}.corrupt-{stamp}")
             os.replace(store.path, target)
             moved.append((store.path, target))
             actions.append(f"moved {store.path} to {target}")
         temp = store._write_temp(store.backup_path.read_bytes())
         os.replace(temp, store.path)
-        _fsync_directory(store.directory)
+        fsync_directory(store.directory)
         actions.append(f"restored {store.path} from {store.backup_path}")
-        actions.append(
-            "the backup is one save older than the lost file: the last admission or removal before the damage is "
-            "missing. " + DRAIN_ADVICE
-        )
+        if restored_note:
+            actions.append(restored_note)
         return RecoveryResult(mode, status, tuple(actions), moved=tuple(moved), restored_from=store.backup_path)
 
 
-def _free_name(candidate: Path) -> Path:
+def free_name(candidate: Path) -> Path:
     if not candidate.exists():
         return candidate
     for index in range(1, 1000):
