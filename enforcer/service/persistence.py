@@ -76,9 +76,10 @@ _SECTIONS: Final = ("cpu", "memory")
 class PendingWrite:
     """A change prepared under the lock, written without it: patches, or the whole document (a compaction)."""
 
-    ops: tuple[dict[str, Any], ...]
+    ops: tuple[dict[str, Any], ...]  # the change as patches (with a whole document: to check it against)
     document: dict[str, Any] | None  # set: write the whole document as a new base
     records: dict[str, PodRecord]  # the pod records as written, for the next change's comparison
+    patched: bool = True  # ``ops`` is the change since the document on disk (False: a write after a failure)
 
 
 class EnginePersistence:
@@ -103,9 +104,12 @@ class EnginePersistence:
 
         ``whole``: a compaction whatever the journal's size (start-up)."""
         records = dict(engine.state.pods)
-        if whole or self._full_next or self._document is None or self._compaction_due():
-            return PendingWrite((), engine.snapshot(), records)
-        return PendingWrite(tuple(self._ops(engine, records, touched)), None, records)
+        if self._full_next or self._document is None:
+            return PendingWrite((), engine.snapshot(), records, patched=False)
+        ops = tuple(self._ops(engine, records, touched))
+        if whole or self._compaction_due():  # the patch comes along to check the snapshot against (see settle)
+            return PendingWrite(ops, engine.snapshot(), records)
+        return PendingWrite(ops, None, records)
 
     def settle(self, engine: NodeEngine | None, write: PendingWrite, *, failed: bool) -> None:
         """Record what a finished write made durable (lock held).  After a failure the next write is whole."""
@@ -113,7 +117,8 @@ class EnginePersistence:
             self._full_next = True
             return
         if write.document is not None:
-            if self._document is not None and not self._full_next:
+            if self._document is not None and write.patched:
+                journal.apply_ops(self._document, write.ops)
                 self._check_drift(write.document)
             self._document = write.document
             self._full_next = False

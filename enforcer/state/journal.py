@@ -211,7 +211,18 @@ def parse_journal(raw: bytes, *, path: str) -> JournalContents:
             raise errors.CheckpointCorruptError(path, f"journal line {number}: ops is not a list of objects")
         records.append(tuple(ops))
         prev = str(record["checksum"])
+    if torn > 1 and _verifies(raw[end:-1], path=path):
+        # a whole record whose line end was damaged: a crash never tears off the newline alone and changes it
+        raise errors.CheckpointCorruptError(path, f"journal line {len(lines) + 1}: its line end is damaged")
     return JournalContents(generation, tuple(records), prev, end, torn)
+
+
+def _verifies(line: bytes, *, path: str) -> bool:
+    try:
+        _verified(line, path=path, number=0, keys=_RECORD_KEYS)
+    except errors.CheckpointError:
+        return False
+    return True
 
 
 def _verified(line: bytes, *, path: str, number: int, keys: frozenset[str]) -> dict[str, Any]:
