@@ -5,16 +5,15 @@ Invariants:
 * **One decision at a time.**  Every call that reads or changes the engine
   holds one lock, so no CPU or NUMA memory can be handed out twice however
   many clients call at once.  The engine itself is not thread-safe.
-* **Durable before acknowledged.**  A change is answered only after a
-  :meth:`CheckpointStore.save` of a snapshot that includes it returned.  Saves
-  are group commits (:meth:`NodeService._await_durable`): one save covers every
-  change decided while the previous one was being written, so concurrent
-  callers share the cost of ``fsync``.  Threads (the pod watch) wait on a
-  condition; the API's handlers wait on the event loop without a thread
-  (:meth:`NodeService._await_durable_async`), and both share the same saves.
-  If a save fails, the engine is rebuilt from the last saved snapshot (the
-  changes are rolled back in memory too) and their callers get
-  ``StateWriteFailed``.
+* **Durable before acknowledged.**  A change is answered only after a write
+  that includes it returned: a journal append of the pods it touched, or a
+  compaction (:mod:`enforcer.service.persistence` decides which;
+  :mod:`enforcer.state.journal` writes).  Writes are group commits
+  (:mod:`enforcer.service.group_commit`): one write covers every change decided
+  while the previous one was on its way.  If a write fails, the engine is
+  rebuilt from the document on disk (the changes are rolled back in memory
+  too), their callers get ``StateWriteFailed``, and the next write is a whole
+  new base.  Every start writes a new base.
 * **A refused request changes nothing**: the engine decides on a copy of its
   state (a refused pod or an illegal resize leaves no trace) and nothing is
   written.
@@ -23,9 +22,8 @@ Invariants:
   state-changing call raises ``StateUnavailable`` until ``recover-state`` and
   a restart; reads keep working.
 * **cgroups follow, never lead.**  After a change the affected pods are handed
-  to the reconciler's worker (every pod when the node's default set changed,
-  since ``node_shared`` containers follow it); the answer does not wait for
-  cgroupfs.
+  to the reconciler's worker (plus the pods that follow the default set when it
+  changed); the answer does not wait for cgroupfs.
 
 Must not: import FastAPI (``routes`` translates), talk to the Kubernetes API
 (``kube`` calls :meth:`observe_pod` / :meth:`release`), or touch cgroupfs
@@ -126,6 +124,22 @@ class RuntimePod:
     container_ids: Mapping[str, str]
 
 
+class _Writer:
+    """The group commit's :class:`~enforcer.service.group_commit.Writer` for one service."""
+
+    def __init__(self, service: NodeService) -> None:
+        self._service = service
+
+    def prepare(self) -> PendingWrite:
+        return self._service._prepare_write()
+
+    def write(self, job: PendingWrite) -> None:
+        self._service._persistence.write(job)
+
+    def settle(self, job: PendingWrite, failure: state_errors.CheckpointError | None) -> None:
+        self._service._settle_write(job, failure)
+
+
 class NodeService:
     """See the module docstring for the invariants every method keeps."""
 
@@ -147,7 +161,7 @@ class NodeService:
         self.store = store
         self.metrics = metrics
         self._lock = threading.Lock()
-        self._group: GroupCommit[PendingWrite] = GroupCommit(self._lock, self, metrics)
+        self._group: GroupCommit[PendingWrite] = GroupCommit(self._lock, _Writer(self), metrics)
         self._engine: NodeEngine | None = loaded.engine
         self._problem: StateProblem | None = loaded.problem
         self._persistence = EnginePersistence(store, loaded.snapshot, loaded.engine)
@@ -226,16 +240,13 @@ class NodeService:
         self._touched.add(uid)
         return self._group.changed()
 
-    # The group commit's Writer (lock held for prepare and settle): persistence decides what is written.
-    def prepare(self) -> PendingWrite:
+    # The group commit's writer (see _Writer; lock held for prepare and settle).
+    def _prepare_write(self) -> PendingWrite:
         engine = self._writable()
         touched, self._touched = self._touched, set()
         return self._persistence.prepare(engine, touched)
 
-    def write(self, job: PendingWrite) -> None:
-        self._persistence.write(job)
-
-    def settle(self, job: PendingWrite, failure: state_errors.CheckpointError | None) -> None:
+    def _settle_write(self, job: PendingWrite, failure: state_errors.CheckpointError | None) -> None:
         self._persistence.settle(self._engine, job, failed=failure is not None)
         if failure is None:
             return
