@@ -381,7 +381,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--client", choices=sorted(CLIENTS), default="raw", help="HTTP client (see the docstring)")
     parser.add_argument("--held", type=int, metavar="PODS", help=f"only the cost-vs-pods-held curve (e.g. {HELD_PODS})")
     parser.add_argument("--enforcer-root", type=Path, default=ROOT, help="run the enforcer from this checkout")
+    parser.add_argument("--held-split", type=int, metavar="PODS", help="the curve's CPU time by part, in-process")
     args = parser.parse_args(argv)
+    if args.held_split:
+        return _print_split(held_split(args.held_split))
     if args.held:
         return _print_held(held_curve(args.held, root=args.enforcer_root.resolve()))
     rows = run(args.repeats, args.client)
@@ -394,6 +397,85 @@ def main(argv: list[str] | None = None) -> int:
     at_16 = next(r for r in rows if r.clients == 16 and r.operation == "allocate")
     verdict = "meets" if at_16.p99_ms <= TARGET_P99_MS_AT_16 else "misses"
     print(f"allocation p99 at 16 clients: {at_16.p99_ms:.2f} ms ({verdict} the {TARGET_P99_MS_AT_16:g} ms target)")
+    return 0
+
+
+def held_split(pods: int = HELD_PODS) -> dict[str, tuple[float, float]]:
+    """In one process, CPU time per allocation (first and last window medians, ms): engine, the rest, reconcile.
+
+    ``time.process_time`` over the service's synchronous path (decide, journal append) and one
+    reconcile pass of what the change queued, with a recording cgroup driver; less sensitive
+    to other processes on the machine than wall time.
+    """
+    from enforcer.cgroups import recording
+    from enforcer.engine import config as engine_config
+    from enforcer.engine.node import NodeEngine
+    from enforcer.service import startup
+    from enforcer.service.metrics import EnforcerMetrics
+    from enforcer.service.node_service import NodeService
+    from enforcer.service.reconciler import CgroupLayout
+    from enforcer.state import journal
+    from enforcer.topology import synthetic
+    from shared.resources import ContainerResources, PodResources, Resources
+
+    config = engine_config.from_kubelet(yaml.safe_load(SEED_SCENARIO.read_text())["node"]["kubelet"])
+    topology = synthetic.regular(HELD_MACHINE[0], cores_per_numa=HELD_MACHINE[1])
+    engine_seconds = [0.0]
+    admit = NodeEngine.admit
+
+    def timed_admit(engine: NodeEngine, pod: PodResources) -> Any:
+        started = time.process_time()
+        try:
+            return admit(engine, pod)
+        finally:
+            engine_seconds[0] += time.process_time() - started
+
+    one_cpu = Resources({"cpu": 1000, "memory": 256 << 20}, {"cpu": 1000, "memory": 256 << 20})
+    totals: list[float] = []
+    engine: list[float] = []
+    reconcile: list[float] = []
+    with tempfile.TemporaryDirectory(prefix="bench-enforcer-split-") as workdir:
+        store = journal.JournaledStore(Path(workdir) / "state.json")
+        service = NodeService(
+            node_name="node-a",
+            topology=topology,
+            config=config,
+            store=store,
+            loaded=startup.load_state(store, topology, config),
+            driver=recording.RecordingCgroupDriver(auto_create=True),
+            layout=CgroupLayout(driver="systemd", runtime="containerd", all_numa_nodes=tuple(topology.numa_ids)),
+            metrics=EnforcerMetrics(),
+        )
+        NodeEngine.admit = timed_admit  # type: ignore[method-assign]
+        try:
+            for index in range(pods):
+                pod = PodResources(
+                    uid=f"held-{index}", namespace="bench", name=f"held-{index}",
+                    containers=(ContainerResources("main", "app", one_cpu),),
+                )  # fmt: skip
+                engine_seconds[0] = 0.0
+                started = time.process_time()
+                service.allocate(pod)
+                decided = time.process_time()
+                service.reconciler.run_requested()
+                totals.append(decided - started)
+                engine.append(engine_seconds[0])
+                reconcile.append(time.process_time() - decided)
+        finally:
+            NodeEngine.admit = admit  # type: ignore[method-assign]
+
+    def medians(samples: list[float]) -> tuple[float, float]:
+        first, last = samples[:HELD_WINDOW], samples[-HELD_WINDOW:]
+        return statistics.median(first) * 1000, statistics.median(last) * 1000
+
+    rest = [t - e for t, e in zip(totals, engine, strict=True)]
+    return {"engine admit": medians(engine), "service (rest)": medians(rest), "reconcile pass": medians(reconcile)}
+
+
+def _print_split(split: dict[str, tuple[float, float]]) -> int:
+    print(f"{'CPU ms per allocation':<22} {'first ' + str(HELD_WINDOW):>10} {'last ' + str(HELD_WINDOW):>10}")
+    for name, (first, last) in split.items():
+        print(f"{name:<22} {first:>10.2f} {last:>10.2f}")
     return 0
 
 

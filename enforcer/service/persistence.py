@@ -24,10 +24,12 @@ A periodic compaction writes the whole document again (a new base; see
 ``enforcer.state.journal``) once the journal outgrows ``max(COMPACT_MIN_BYTES,
 COMPACT_RATIO x base)``, so start-up replays a bounded journal and the amortised
 cost of a change stays flat.  Each compaction also checks that the document the
-patches built equals the engine's full snapshot, and counts a mismatch
-(``journal_drift``) before the full snapshot replaces it: a future engine field
-that the patches miss is repaired at the next compaction and is visible in
-metrics and logs, and the test suite compares the two after every operation.
+patches built equals the engine's full snapshot, and logs a mismatch as an error
+(counted in :attr:`EnginePersistence.drift`) before the full snapshot replaces
+it: a future engine field that the patches miss is repaired at the next
+compaction and is visible in the log, and the test suite
+(``tests/enforcer/service/test_persistence.py``) compares the two after every
+admission, release and resize.
 
 Must not: take the service's lock (the caller holds it for :meth:`prepare` and
 :meth:`settle`), or write anything but through the store.
