@@ -52,6 +52,10 @@ but the enforcer no longer knows which CPUs and memory they hold.
 ``from-backup`` restores ``<name>.bak``; the last change before the damage is
 lost, so drain the node as well unless you know nothing changed.
 
+The enforcer writes this file through :mod:`enforcer.state.journal`: it is the
+*base* a journal of changes continues, so a save here is a compaction, and "one
+save behind" means the base of the previous start or compaction.
+
 Must not: interpret ``data`` (the engine's ``to_dict``/``from_dict`` do).
 """
 
