@@ -239,7 +239,7 @@ def _verified(line: bytes, *, path: str, number: int, keys: frozenset[str]) -> d
     fields = {k: v for k, v in value.items() if k != "checksum"}
     try:
         actual = _checksum(fields)
-    except (TypeError, ValueError) as error:
+    except (TypeError, ValueError, RecursionError) as error:
         raise errors.CheckpointCorruptError(path, f"{where}: not plain JSON: {error}") from None
     if actual != value["checksum"]:
         raise errors.CheckpointCorruptError.checksum_mismatch(

@@ -123,6 +123,11 @@ def test_flipped_bits_anywhere_in_the_journal_never_yield_wrong_data(tmp_path_fa
         ("a record's line end damaged", lambda lines: [*lines[:-1], lines[-1][:-1] + b" "], "line end is damaged"),
         ("not UTF-8", lambda lines: [*lines[:-1], b"\xff" + lines[-1]], "not UTF-8"),
         ("a number past the double range", lambda lines: [x.replace(b"e+308", b"e+309") for x in lines], "range"),
+        (
+            "nested past the reader's depth",
+            lambda lines: [*lines[:-1], b"[" * 100_000 + b"]" * 100_000 + b"\n"],
+            "JSON",
+        ),
     ],
 )
 def test_damage_inside_the_journal_is_reported_as_corruption(
