@@ -256,12 +256,12 @@ async def _measure(base_url: str, bundle: certs.Bundle, clients: int, repeats: i
     return [_row(clients, "allocate", allocate, elapsed), _row(clients, "release", release, elapsed)]
 
 
-def run(repeats: int = 200, client: str = "raw") -> list[Row]:
+def run(repeats: int = 200, client: str = "raw", *, root: Path = ROOT) -> list[Row]:
     """Rows for 1 and 16 concurrent clients: allocation and release latency percentiles."""
     rows: list[Row] = []
     with (
         tempfile.TemporaryDirectory(prefix="bench-enforcer-") as workdir,
-        enforcer_process(Path(workdir)) as (base_url, bundle),
+        enforcer_process(Path(workdir), root=root) as (base_url, bundle),
     ):
         for clients in CONCURRENCY:
             rows += asyncio.run(_measure(base_url, bundle, clients, repeats, client))
@@ -387,7 +387,7 @@ def main(argv: list[str] | None = None) -> int:
         return _print_split(held_split(args.held_split))
     if args.held:
         return _print_held(held_curve(args.held, root=args.enforcer_root.resolve()))
-    rows = run(args.repeats, args.client)
+    rows = run(args.repeats, args.client, root=args.enforcer_root.resolve())
     print(f"{'clients':>7} {'operation':>9} {'requests':>8} {'p50 ms':>8} {'p99 ms':>8} {'max ms':>8} {'per s':>8}")
     for row in rows:
         print(
