@@ -246,7 +246,7 @@ def decode(
     data: dict[str, Any] = raw_data
     try:
         actual = checksum_of(data, found_version)
-    except (TypeError, ValueError, RecursionError) as error:  # unreachable with parse_json's checks; kept so no bare error escapes
+    except (TypeError, ValueError, RecursionError) as error:  # parse_json's checks make this rare: never a bare error
         raise errors.CheckpointCorruptError(path, f"data is not plain JSON: {error}") from None
     if actual != recorded:
         raise errors.CheckpointCorruptError.checksum_mismatch(path, expected=recorded, actual=actual)

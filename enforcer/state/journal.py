@@ -95,7 +95,6 @@ GENERATION_KEY: Final = "journalGeneration"
 _HEADER_KEYS: Final = frozenset({"checksum", "format", "generation", "version"})
 _RECORD_KEYS: Final = frozenset({"checksum", "ops", "prev", "seq"})
 
-Path_ = tuple[str, ...]
 JournalStatus = Literal["missing", "valid", "stale", "corrupt", "unsupported"]
 
 

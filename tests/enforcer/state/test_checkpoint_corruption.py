@@ -83,8 +83,18 @@ def test_a_file_cut_in_the_middle_says_it_is_truncated() -> None:
         (b'{"fnrmat": "numaguard-state", "version": 1, "checksum": "x", "data": {}}', "damaged envelope"),
         (b'{"format": "numaguard-state", "version": 1, "checksum": "x", "data": NaN}', "NaN"),
     ],
-    ids=["binary", "not json", "a list", "duplicate key", "short checksum", "string version", "no data",
-         "flipped format", "flipped key", "NaN"],
+    ids=[
+        "binary",
+        "not json",
+        "a list",
+        "duplicate key",
+        "short checksum",
+        "string version",
+        "no data",
+        "flipped format",
+        "flipped key",
+        "NaN",
+    ],
 )
 def test_damaged_envelopes_are_corrupt_with_a_reason(content: bytes, detail: str) -> None:
     with pytest.raises(errors.CheckpointCorruptError, match=detail):
