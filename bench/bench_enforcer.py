@@ -40,6 +40,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import gc
 import json
 import os
 import socket
@@ -382,9 +383,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--held", type=int, metavar="PODS", help=f"only the cost-vs-pods-held curve (e.g. {HELD_PODS})")
     parser.add_argument("--enforcer-root", type=Path, default=ROOT, help="run the enforcer from this checkout")
     parser.add_argument("--held-split", type=int, metavar="PODS", help="the curve's CPU time by part, in-process")
+    parser.add_argument("--no-freeze", action="store_true", help="--held-split without the start-up gc.freeze()")
     args = parser.parse_args(argv)
     if args.held_split:
-        return _print_split(held_split(args.held_split))
+        return _print_split(held_split(args.held_split, freeze=not args.no_freeze))
     if args.held:
         return _print_held(held_curve(args.held, root=args.enforcer_root.resolve()))
     rows = run(args.repeats, args.client, root=args.enforcer_root.resolve())
@@ -400,7 +402,7 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def held_split(pods: int = HELD_PODS) -> dict[str, tuple[float, float]]:
+def held_split(pods: int = HELD_PODS, *, freeze: bool = True) -> dict[str, tuple[float, float]]:
     """In one process, CPU time per allocation (first and last window medians, ms): engine, the rest, reconcile.
 
     ``time.process_time`` over the service's synchronous path (decide, journal append) and one
@@ -410,7 +412,7 @@ def held_split(pods: int = HELD_PODS) -> dict[str, tuple[float, float]]:
     from enforcer.cgroups import recording
     from enforcer.engine import config as engine_config
     from enforcer.engine.node import NodeEngine
-    from enforcer.service import startup
+    from enforcer.service import runtime, startup
     from enforcer.service.metrics import EnforcerMetrics
     from enforcer.service.node_service import NodeService
     from enforcer.service.reconciler import CgroupLayout
@@ -446,6 +448,18 @@ def held_split(pods: int = HELD_PODS) -> dict[str, tuple[float, float]]:
             layout=CgroupLayout(driver="systemd", runtime="containerd", all_numa_nodes=tuple(topology.numa_ids)),
             metrics=EnforcerMetrics(),
         )
+        if freeze:
+            runtime.freeze_startup_heap()  # as the enforcer does once it is up
+        pauses: list[float] = []
+        began = [0.0]
+
+        def on_gc(phase: str, info: dict[str, int]) -> None:
+            if phase == "start":
+                began[0] = time.perf_counter()
+            elif info["generation"] == 2:
+                pauses.append(time.perf_counter() - began[0])
+
+        gc.callbacks.append(on_gc)
         NodeEngine.admit = timed_admit  # type: ignore[method-assign]
         try:
             for index in range(pods):
@@ -463,19 +477,30 @@ def held_split(pods: int = HELD_PODS) -> dict[str, tuple[float, float]]:
                 reconcile.append(time.process_time() - decided)
         finally:
             NodeEngine.admit = admit  # type: ignore[method-assign]
+            gc.callbacks.remove(on_gc)
+            if freeze:
+                gc.unfreeze()
 
     def medians(samples: list[float]) -> tuple[float, float]:
         first, last = samples[:HELD_WINDOW], samples[-HELD_WINDOW:]
         return statistics.median(first) * 1000, statistics.median(last) * 1000
 
     rest = [t - e for t, e in zip(totals, engine, strict=True)]
-    return {"engine admit": medians(engine), "service (rest)": medians(rest), "reconcile pass": medians(reconcile)}
+    return {
+        "engine admit": medians(engine),
+        "service (rest)": medians(rest),
+        "reconcile pass": medians(reconcile),
+        "full GC passes": (float(len(pauses)), max(pauses, default=0.0) * 1000),
+    }
 
 
 def _print_split(split: dict[str, tuple[float, float]]) -> int:
     print(f"{'CPU ms per allocation':<22} {'first ' + str(HELD_WINDOW):>10} {'last ' + str(HELD_WINDOW):>10}")
     for name, (first, last) in split.items():
-        print(f"{name:<22} {first:>10.2f} {last:>10.2f}")
+        if name == "full GC passes":
+            print(f"full GC passes during the run: {first:.0f}, the longest {last:.1f} ms")
+        else:
+            print(f"{name:<22} {first:>10.2f} {last:>10.2f}")
     return 0
 
 
