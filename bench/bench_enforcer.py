@@ -23,6 +23,15 @@ possible from the server being measured; ``httpx`` is the webhook's client
 library (``--client httpx``), whose own cost per request is about twice the
 enforcer's cost for a trivial endpoint.
 
+Cost against pods held (``--held``): one client allocates ``HELD_PODS`` pods
+without releasing any on a synthetic 1,024-CPU machine (8 NUMA nodes x 64 cores
+x 2 threads, ``enforcer.topology.synthetic.regular``; the seed node's kubelet
+settings), and the allocation latencies of the first and the last
+``HELD_WINDOW`` pods are compared: with durable state written per change and
+incremental reconciles, the last ones should cost what the first ones did.
+``--enforcer-root DIR`` runs the enforcer from another checkout (for a side by
+side comparison with an older build; the client and this bench stay the same).
+
 This module is a measuring tool: it must not be imported by product code or by tests.
 """
 
@@ -31,6 +40,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import gc
 import json
 import os
 import socket
@@ -57,6 +67,11 @@ SEED_SCENARIO = ROOT / "numaguard_cli" / "scenarios" / "seed-1-tightly-coupled-d
 CONCURRENCY = (1, 16)
 WARMUP = 20
 TARGET_P99_MS_AT_16 = 15.0
+HELD_PODS = 250
+HELD_WINDOW = 25
+HELD_MACHINE = (8, 64)  # NUMA nodes, cores per NUMA node (x 2 threads = 1,024 CPUs)
+TARGET_HELD_RATIO = 1.2
+TARGET_HELD_P99_MS = 5.0
 
 
 @dataclass(frozen=True)
@@ -87,11 +102,22 @@ def _pod(index: int) -> dict[str, Any]:
     }
 
 
+def _synthetic_topology(workdir: Path) -> Path:
+    from enforcer.topology import synthetic  # a bench input, built with the product's own generator
+
+    numa_nodes, cores = HELD_MACHINE
+    path = workdir / "synthetic-topology.json"
+    path.write_text(json.dumps(synthetic.regular(numa_nodes, cores_per_numa=cores).to_document()))
+    return path
+
+
 @contextlib.contextmanager
-def enforcer_process(workdir: Path) -> Iterator[tuple[str, certs.Bundle]]:
+def enforcer_process(
+    workdir: Path, *, topology: Path = TOPOLOGY, root: Path = ROOT
+) -> Iterator[tuple[str, certs.Bundle]]:
     bundle = certs.issue_bundle(workdir / "certs")
     node = yaml.safe_load(SEED_SCENARIO.read_text())["node"]
-    node["topologyFile"] = str(TOPOLOGY)
+    node["topologyFile"] = str(topology)
     config = workdir / "enforcer.yaml"
     config.write_text(yaml.safe_dump({"node": node, "reconcileInterval": 0}))
     port = _free_port()
@@ -103,7 +129,9 @@ def enforcer_process(workdir: Path) -> Iterator[tuple[str, certs.Bundle]]:
         "--client-ca", str(bundle.cert("ca")),
     ]  # fmt: skip
     env = {k: v for k, v in os.environ.items() if not k.startswith("NUMAGUARD_ENFORCER_")}
-    process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    if root != ROOT:
+        env["PYTHONPATH"] = str(root)  # ``-m`` from ``root`` imports that checkout's packages first
+    process = subprocess.Popen(command, cwd=root, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     base_url = f"https://localhost:{port}"
     try:
         _wait_ready(base_url, bundle, process)
@@ -229,16 +257,109 @@ async def _measure(base_url: str, bundle: certs.Bundle, clients: int, repeats: i
     return [_row(clients, "allocate", allocate, elapsed), _row(clients, "release", release, elapsed)]
 
 
-def run(repeats: int = 200, client: str = "raw") -> list[Row]:
+def run(repeats: int = 200, client: str = "raw", *, root: Path = ROOT) -> list[Row]:
     """Rows for 1 and 16 concurrent clients: allocation and release latency percentiles."""
     rows: list[Row] = []
     with (
         tempfile.TemporaryDirectory(prefix="bench-enforcer-") as workdir,
-        enforcer_process(Path(workdir)) as (base_url, bundle),
+        enforcer_process(Path(workdir), root=root) as (base_url, bundle),
     ):
         for clients in CONCURRENCY:
             rows += asyncio.run(_measure(base_url, bundle, clients, repeats, client))
     return rows
+
+
+@dataclass(frozen=True)
+class HeldCurve:
+    """Allocation latency (seconds) of each of ``HELD_PODS`` pods allocated in turn and all kept, per run.
+
+    A window pools the same pods of every run (``--held-repeats``), so its p99 is not just one
+    sample: the p99 of 25 samples is their maximum, which one stall of a shared machine decides.
+    """
+
+    runs: tuple[tuple[float, ...], ...]
+
+    @property
+    def pods(self) -> int:
+        return len(self.runs[0])
+
+    def window(self, start: int) -> Row:
+        samples = [x for run in self.runs for x in (run[start : start + HELD_WINDOW] if start >= 0 else run[start:])]
+        return _row(1, "allocate", samples, sum(samples))
+
+    @property
+    def first(self) -> Row:
+        return self.window(0)
+
+    @property
+    def last(self) -> Row:
+        return self.window(-HELD_WINDOW)
+
+    @property
+    def p99_ratio(self) -> float:
+        return self.last.p99_ms / self.first.p99_ms
+
+
+async def _hold(base_url: str, bundle: certs.Bundle, pods: int) -> tuple[float, ...]:
+    identity = "webhook-client"
+    context = tls.client_context(bundle.cert("ca"), cert=bundle.cert(identity), key=bundle.key(identity))
+    client = await RawHTTPS.connect(base_url, context)
+    latencies: list[float] = []
+    try:
+        for index in range(-WARMUP, 0):  # warm the connection and the server's caches; nothing stays held
+            pod = _pod(index)
+            status, answer = await client.request(
+                "POST", "/allocations", json.dumps({"pod": pod, "nodeName": "node-a"}).encode()
+            )
+            status, answer = await client.request("DELETE", f"/allocations/{pod['metadata']['uid']}")
+            if status != 200:
+                raise RuntimeError(f"warm-up failed: {status} {answer!r}")
+        for index in range(pods):
+            body = json.dumps({"pod": _pod(index), "nodeName": "node-a"}).encode()
+            started = time.perf_counter()
+            status, answer = await client.request("POST", "/allocations", body)
+            latencies.append(time.perf_counter() - started)
+            if status != 201:
+                raise RuntimeError(f"allocation {index} failed: {status} {answer!r}")
+    finally:
+        await client.close()
+    return tuple(latencies)
+
+
+def held_curve(pods: int = HELD_PODS, *, repeats: int = 1, root: Path = ROOT) -> HeldCurve:
+    """Allocate ``pods`` pods one after another on the 1,024-CPU machine, keeping every one; ``repeats`` runs."""
+    runs = []
+    for _ in range(repeats):  # a fresh enforcer and state each run
+        with tempfile.TemporaryDirectory(prefix="bench-enforcer-held-") as workdir:
+            topology = _synthetic_topology(Path(workdir))
+            with enforcer_process(Path(workdir), topology=topology, root=root) as (base_url, bundle):
+                runs.append(asyncio.run(_hold(base_url, bundle, pods)))
+    return HeldCurve(tuple(runs))
+
+
+def held_rows(curve: HeldCurve) -> list[dict[str, str]]:
+    """Lines for ``python -m bench``: the first and last pods' allocation latency, and their p99 ratio."""
+    first, last = curve.first, curve.last
+    held = curve.pods
+    meets = curve.p99_ratio <= TARGET_HELD_RATIO and last.p99_ms <= TARGET_HELD_P99_MS
+    return [
+        {
+            "section": "enforcer cost vs pods held (1,024 CPUs, 1 client)",
+            "case": f"pods 1-{HELD_WINDOW} held, {len(curve.runs)} run(s)",
+            "ours": f"{first.p50_ms:.2f} ms (p99 {first.p99_ms:.2f} ms)",
+            "reference": "-",
+            "ratio": "-",
+            "check": "-",
+        },
+        {
+            "section": "enforcer cost vs pods held (1,024 CPUs, 1 client)",
+            "case": f"pods {held - HELD_WINDOW + 1}-{held} held, {len(curve.runs)} run(s)",
+            "ours": f"{last.p50_ms:.2f} ms (p99 {last.p99_ms:.2f} ms)",
+            "reference": f"target p99 <= {TARGET_HELD_RATIO:g}x first, <= {TARGET_HELD_P99_MS:g} ms",
+            "ratio": f"{curve.p99_ratio:.2f}x",
+            "check": "meets target" if meets else "over target",
+        },
+    ]
 
 
 def table_rows(*, quick: bool = False) -> list[dict[str, str]]:
@@ -263,15 +384,24 @@ def table_rows(*, quick: bool = False) -> list[dict[str, str]]:
                 ),
             }
         )
-    return lines
+    return lines + held_rows(held_curve(100, repeats=1) if quick else held_curve(HELD_PODS, repeats=3))
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--repeats", type=int, default=200, help="allocations per client (after a warm-up)")
     parser.add_argument("--client", choices=sorted(CLIENTS), default="raw", help="HTTP client (see the docstring)")
+    parser.add_argument("--held", type=int, metavar="PODS", help=f"only the cost-vs-pods-held curve (e.g. {HELD_PODS})")
+    parser.add_argument("--held-repeats", type=int, default=1, metavar="N", help="runs of the curve to pool")
+    parser.add_argument("--enforcer-root", type=Path, default=ROOT, help="run the enforcer from this checkout")
+    parser.add_argument("--held-split", type=int, metavar="PODS", help="the curve's CPU time by part, in-process")
+    parser.add_argument("--no-freeze", action="store_true", help="--held-split without the start-up gc.freeze()")
     args = parser.parse_args(argv)
-    rows = run(args.repeats, args.client)
+    if args.held_split:
+        return _print_split(held_split(args.held_split, freeze=not args.no_freeze))
+    if args.held:
+        return _print_held(held_curve(args.held, repeats=args.held_repeats, root=args.enforcer_root.resolve()))
+    rows = run(args.repeats, args.client, root=args.enforcer_root.resolve())
     print(f"{'clients':>7} {'operation':>9} {'requests':>8} {'p50 ms':>8} {'p99 ms':>8} {'max ms':>8} {'per s':>8}")
     for row in rows:
         print(
@@ -281,6 +411,118 @@ def main(argv: list[str] | None = None) -> int:
     at_16 = next(r for r in rows if r.clients == 16 and r.operation == "allocate")
     verdict = "meets" if at_16.p99_ms <= TARGET_P99_MS_AT_16 else "misses"
     print(f"allocation p99 at 16 clients: {at_16.p99_ms:.2f} ms ({verdict} the {TARGET_P99_MS_AT_16:g} ms target)")
+    return 0
+
+
+def held_split(pods: int = HELD_PODS, *, freeze: bool = True) -> dict[str, tuple[float, float]]:
+    """In one process, CPU time per allocation (first and last window medians, ms): engine, the rest, reconcile.
+
+    ``time.process_time`` over the service's synchronous path (decide, journal append) and one
+    reconcile pass of what the change queued, with a recording cgroup driver; less sensitive
+    to other processes on the machine than wall time.
+    """
+    from enforcer.cgroups import recording
+    from enforcer.engine import config as engine_config
+    from enforcer.engine.node import NodeEngine
+    from enforcer.service import runtime, startup
+    from enforcer.service.metrics import EnforcerMetrics
+    from enforcer.service.node_service import NodeService
+    from enforcer.service.reconciler import CgroupLayout
+    from enforcer.state import journal
+    from enforcer.topology import synthetic
+    from shared.resources import ContainerResources, PodResources, Resources
+
+    config = engine_config.from_kubelet(yaml.safe_load(SEED_SCENARIO.read_text())["node"]["kubelet"])
+    topology = synthetic.regular(HELD_MACHINE[0], cores_per_numa=HELD_MACHINE[1])
+    engine_seconds = [0.0]
+    admit = NodeEngine.admit
+
+    def timed_admit(engine: NodeEngine, pod: PodResources) -> Any:
+        started = time.process_time()
+        try:
+            return admit(engine, pod)
+        finally:
+            engine_seconds[0] += time.process_time() - started
+
+    one_cpu = Resources({"cpu": 1000, "memory": 256 << 20}, {"cpu": 1000, "memory": 256 << 20})
+    totals: list[float] = []
+    engine: list[float] = []
+    reconcile: list[float] = []
+    with tempfile.TemporaryDirectory(prefix="bench-enforcer-split-") as workdir:
+        store = journal.JournaledStore(Path(workdir) / "state.json")
+        service = NodeService(
+            node_name="node-a",
+            topology=topology,
+            config=config,
+            store=store,
+            loaded=startup.load_state(store, topology, config),
+            driver=recording.RecordingCgroupDriver(auto_create=True),
+            layout=CgroupLayout(driver="systemd", runtime="containerd", all_numa_nodes=tuple(topology.numa_ids)),
+            metrics=EnforcerMetrics(),
+        )
+        if freeze:
+            runtime.freeze_startup_heap()  # as the enforcer does once it is up
+        pauses: list[float] = []
+        began = [0.0]
+
+        def on_gc(phase: str, info: dict[str, int]) -> None:
+            if phase == "start":
+                began[0] = time.perf_counter()
+            elif info["generation"] == 2:
+                pauses.append(time.perf_counter() - began[0])
+
+        gc.callbacks.append(on_gc)
+        NodeEngine.admit = timed_admit  # type: ignore[method-assign]
+        try:
+            for index in range(pods):
+                pod = PodResources(
+                    uid=f"held-{index}", namespace="bench", name=f"held-{index}",
+                    containers=(ContainerResources("main", "app", one_cpu),),
+                )  # fmt: skip
+                engine_seconds[0] = 0.0
+                started = time.process_time()
+                service.allocate(pod)
+                decided = time.process_time()
+                service.reconciler.run_requested()
+                totals.append(decided - started)
+                engine.append(engine_seconds[0])
+                reconcile.append(time.process_time() - decided)
+        finally:
+            NodeEngine.admit = admit  # type: ignore[method-assign]
+            gc.callbacks.remove(on_gc)
+            if freeze:
+                gc.unfreeze()
+
+    def medians(samples: list[float]) -> tuple[float, float]:
+        first, last = samples[:HELD_WINDOW], samples[-HELD_WINDOW:]
+        return statistics.median(first) * 1000, statistics.median(last) * 1000
+
+    rest = [t - e for t, e in zip(totals, engine, strict=True)]
+    return {
+        "engine admit": medians(engine),
+        "service (rest)": medians(rest),
+        "reconcile pass": medians(reconcile),
+        "full GC passes": (float(len(pauses)), max(pauses, default=0.0) * 1000),
+    }
+
+
+def _print_split(split: dict[str, tuple[float, float]]) -> int:
+    print(f"{'CPU ms per allocation':<22} {'first ' + str(HELD_WINDOW):>10} {'last ' + str(HELD_WINDOW):>10}")
+    for name, (first, last) in split.items():
+        if name == "full GC passes":
+            print(f"full GC passes during the run: {first:.0f}, the longest {last:.1f} ms")
+        else:
+            print(f"{name:<22} {first:>10.2f} {last:>10.2f}")
+    return 0
+
+
+def _print_held(curve: HeldCurve) -> int:
+    held = curve.pods
+    print(f"{'pods held':>12} {'p50 ms':>8} {'p99 ms':>8} {'max ms':>8}")
+    for start in range(0, held, HELD_WINDOW):
+        row, span = curve.window(start), f"{start + 1}-{min(held, start + HELD_WINDOW)}"
+        print(f"{span:>12} {row.p50_ms:>8.2f} {row.p99_ms:>8.2f} {row.max_ms:>8.2f}")
+    print(f"p99 of the last {HELD_WINDOW} / p99 of the first {HELD_WINDOW}: {curve.p99_ratio:.2f}x")
     return 0
 
 

@@ -1,16 +1,19 @@
 """``numaguard recover-state``: inspect or repair the enforcer's state file after damage.
 
-Stop the enforcer first.  Modes (all the work is in
-:func:`enforcer.state.checkpoint.recover`; this module parses and prints):
+Stop the enforcer first.  The state is the state file (a base snapshot), its
+journal ``<file>.journal`` and the backup ``<file>.bak`` (see
+:mod:`enforcer.state.journal`, which does all the work; this module parses and
+prints).  Modes:
 
-* ``check``: say whether the state file and its backup verify; changes nothing.
-  Exit 0 when the state file is valid or absent, 1 otherwise.
-* ``quarantine``: move the state file and its backup aside as
+* ``check``: say whether the state file with its journal, and the backup,
+  verify; changes nothing.  Exit 0 when the state is valid or absent, 1 otherwise.
+* ``quarantine``: move the state file, its journal and its backup aside as
   ``<file>.corrupt-<UTC time>``; the enforcer then starts from an empty state.
   Drain the node first (pods keep their cgroups but the enforcer forgets what
-  they hold).  Refuses a valid file unless ``--force``.
-* ``from-backup``: restore ``<file>.bak`` (one save older) after moving the
-  damaged file aside.  Refuses a valid file unless ``--force``.
+  they hold).  Refuses a valid state unless ``--force``.
+* ``from-backup``: restore ``<file>.bak`` (the base the last compaction
+  replaced: every change journaled since is lost) after moving the damaged
+  files aside.  Refuses a valid state unless ``--force``.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from enforcer.state import checkpoint, errors
+from enforcer.state import checkpoint, errors, journal
 
 HELP = "check the enforcer's state file, quarantine it, or restore it from its backup"
 
@@ -49,7 +52,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     path = Path(args.state_dir) / args.state_file  # an absolute --state-file wins over --state-dir
     try:
-        result = checkpoint.recover(path, mode=args.mode, force=args.force)
+        result = journal.recover(path, mode=args.mode, force=args.force)
     except errors.StateError as error:
         print(f"numaguard recover-state: {error.message}", file=sys.stderr)
         return 1

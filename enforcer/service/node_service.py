@@ -5,16 +5,15 @@ Invariants:
 * **One decision at a time.**  Every call that reads or changes the engine
   holds one lock, so no CPU or NUMA memory can be handed out twice however
   many clients call at once.  The engine itself is not thread-safe.
-* **Durable before acknowledged.**  A change is answered only after a
-  :meth:`CheckpointStore.save` of a snapshot that includes it returned.  Saves
-  are group commits (:meth:`NodeService._await_durable`): one save covers every
-  change decided while the previous one was being written, so concurrent
-  callers share the cost of ``fsync``.  Threads (the pod watch) wait on a
-  condition; the API's handlers wait on the event loop without a thread
-  (:meth:`NodeService._await_durable_async`), and both share the same saves.
-  If a save fails, the engine is rebuilt from the last saved snapshot (the
-  changes are rolled back in memory too) and their callers get
-  ``StateWriteFailed``.
+* **Durable before acknowledged.**  A change is answered only after a write
+  that includes it returned: a journal append of the pods it touched, or a
+  compaction (:mod:`enforcer.service.persistence` decides which;
+  :mod:`enforcer.state.journal` writes).  Writes are group commits
+  (:mod:`enforcer.service.group_commit`): one write covers every change decided
+  while the previous one was on its way.  If a write fails, the engine is
+  rebuilt from the document on disk (the changes are rolled back in memory
+  too), their callers get ``StateWriteFailed``, and the next write is a whole
+  new base.  Every start writes a new base.
 * **A refused request changes nothing**: the engine decides on a copy of its
   state (a refused pod or an illegal resize leaves no trace) and nothing is
   written.
@@ -23,9 +22,8 @@ Invariants:
   state-changing call raises ``StateUnavailable`` until ``recover-state`` and
   a restart; reads keep working.
 * **cgroups follow, never lead.**  After a change the affected pods are handed
-  to the reconciler's worker (every pod when the node's default set changed,
-  since ``node_shared`` containers follow it); the answer does not wait for
-  cgroupfs.
+  to the reconciler's worker (plus the pods that follow the default set when it
+  changed); the answer does not wait for cgroupfs.
 
 Must not: import FastAPI (``routes`` translates), talk to the Kubernetes API
 (``kube`` calls :meth:`observe_pod` / :meth:`release`), or touch cgroupfs
@@ -34,7 +32,6 @@ Must not: import FastAPI (``routes`` translates), talk to the Kubernetes API
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import copy
 import logging
@@ -43,13 +40,13 @@ import time
 from collections.abc import Callable, Collection, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, Literal, TypeVar
+from typing import Literal, TypeVar
 
 from enforcer.cgroups import driver as cgdriver
 from enforcer.counters import AllocationCounters
 from enforcer.engine import builder
 from enforcer.engine.config import NodeConfig
-from enforcer.engine.node import Decision, NodeEngine, RemoveResult, ResizeDecision, UnknownPodError
+from enforcer.engine.node import Decision, NodeEngine, PodRecord, RemoveResult, ResizeDecision, UnknownPodError
 from enforcer.engine.view import PodView
 from enforcer.service import admission_metrics, legality, models, wire
 from enforcer.service.errors import (
@@ -59,11 +56,13 @@ from enforcer.service.errors import (
     StateUnavailableError,
     StateWriteError,
 )
+from enforcer.service.group_commit import GroupCommit
 from enforcer.service.metrics import EnforcerMetrics
+from enforcer.service.persistence import EnginePersistence, PendingWrite
 from enforcer.service.reconciler import CgroupLayout, DesiredPod, DesiredState, Reconciler, ResizeJob
 from enforcer.service.startup import LoadedState, StateProblem
-from enforcer.state import checkpoint
 from enforcer.state import errors as state_errors
+from enforcer.state import journal
 from enforcer.topology.machine import CPUTopology
 from shared import contract
 from shared.cpuset import CPUSet
@@ -75,15 +74,6 @@ _T = TypeVar("_T")
 ReleaseCause = Literal["api", "pod_deleted", "pod_finished", "not_bound"]
 STATE_WRITE_FAILED = "StateWriteFailed"
 
-LEADER_ROUNDS = 3
-"""Event loop rounds a coroutine lets pass before it snapshots and leads a save.
-
-Requests the loop has already received reach their decision meanwhile and ride on
-the same save.  On an idle loop the rounds take microseconds; under load each round
-is longer and more changes join, so saves are fewer and larger (measured at 16
-clients: about 14 changes per save instead of 7, a quarter less CPU per request).
-"""
-
 
 def _now() -> datetime:
     return datetime.now(UTC)
@@ -93,21 +83,6 @@ def _now() -> datetime:
 class AllocateOutcome:
     created: bool  # False: the pod was already allocated with this spec (an idempotent retry)
     allocation: models.AllocationStatus
-
-
-@dataclass(frozen=True, slots=True)
-class _Save:
-    """A snapshot being written: it makes every change numbered up to ``covered`` durable."""
-
-    covered: int
-    document: dict[str, Any]
-
-
-def _wake(waiters: list[asyncio.Future[None]]) -> None:
-    """On the waiters' event loop: let each look at the durable state again."""
-    for waiter in waiters:
-        if not waiter.done():  # a cancelled waiter's request is gone
-            waiter.set_result(None)
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,6 +101,7 @@ class _Released:
 
     seq: int
     result: RemoveResult
+    resized_uids: tuple[str, ...]  # other pods whose Deferred resizes the release applied
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,6 +113,7 @@ class _Resized:
     allocation: models.AllocationStatus
     job: ResizeJob | None
     allocation_changed: bool
+    resized_uids: tuple[str, ...] = ()  # other pods whose Deferred resizes this one's retry applied
 
 
 @dataclass(frozen=True, slots=True)
@@ -145,6 +122,22 @@ class RuntimePod:
 
     qos: QOSClass
     container_ids: Mapping[str, str]
+
+
+class _Writer:
+    """The group commit's :class:`~enforcer.service.group_commit.Writer` for one service."""
+
+    def __init__(self, service: NodeService) -> None:
+        self._service = service
+
+    def prepare(self) -> PendingWrite:
+        return self._service._prepare_write()
+
+    def write(self, job: PendingWrite) -> None:
+        self._service._persistence.write(job)
+
+    def settle(self, job: PendingWrite, failure: state_errors.CheckpointError | None) -> None:
+        self._service._settle_write(job, failure)
 
 
 class NodeService:
@@ -156,7 +149,7 @@ class NodeService:
         node_name: str,
         topology: CPUTopology,
         config: NodeConfig,
-        store: checkpoint.CheckpointStore,
+        store: journal.JournaledStore,
         loaded: LoadedState,
         driver: cgdriver.CgroupDriver,
         layout: CgroupLayout,
@@ -168,21 +161,19 @@ class NodeService:
         self.store = store
         self.metrics = metrics
         self._lock = threading.Lock()
-        self._commit = threading.Condition(self._lock)
-        self._change_seq = 0  # changes decided
-        self._durable_seq = 0  # changes on disk (group commit: see _await_durable)
-        self._saving = False
-        self._async_waiters: list[asyncio.Future[None]] = []  # coroutines waiting for the save in flight
-        self._lost: list[tuple[int, int, str]] = []  # (after, upto, why): change numbers a failed save rolled back
+        self._group: GroupCommit[PendingWrite] = GroupCommit(self._lock, _Writer(self), metrics)
         self._engine: NodeEngine | None = loaded.engine
         self._problem: StateProblem | None = loaded.problem
-        self._persisted: dict[str, Any] | None = loaded.snapshot
+        self._persistence = EnginePersistence(store, loaded.snapshot, loaded.engine)
+        self._touched: set[str] = set()  # pods changed since the last write was prepared
         self._runtime: dict[str, RuntimePod] = {}
         self._resize_since: dict[str, datetime] = {}
         self._in_progress: dict[str, datetime] = {}
         self._started = _now()
         self.reconciler = Reconciler(driver, layout, self.desired_state, metrics=metrics)
-        if self._engine is not None and (loaded.fresh or self._persisted is None):
+        # Every start writes a new base (compacting the journal): start-up replays at most one run's journal,
+        # and the backup is the base of the previous start (what ``recover-state --mode from-backup`` restores).
+        if self._engine is not None:
             try:
                 self._save_now(self._engine)
             except StateWriteError as err:
@@ -244,141 +235,38 @@ class NodeService:
             )
         return self._engine
 
-    def _changed(self) -> int:
-        """Number the change just decided (lock held); its caller answers once :meth:`_await_durable` returns."""
-        self._change_seq += 1
-        return self._change_seq
+    def _changed(self, uid: str) -> int:
+        """Number the change to pod ``uid`` just decided (lock held); answer once it is durable."""
+        self._touched.add(uid)
+        return self._group.changed()
 
-    def _await_durable(self, seq: int) -> None:
-        """Return once change ``seq`` is on disk; raise StateWriteError if it was rolled back.  Lock held.
-
-        Group commit: the first waiter with no save in flight becomes the leader, snapshots the
-        engine (every change decided so far) and saves it *without* the lock, so decisions go on
-        meanwhile; every waiter whose change the snapshot covers is then answered at once.  A
-        failed save rolls the engine back to the last saved snapshot, which undoes every change
-        after it, so all their waiters fail.  Threads wait here; the event loop waits in
-        :meth:`_await_durable_async`, and both kinds of waiter share the same saves.
-        """
-        while True:
-            if self._is_durable(seq):
-                return
-            if self._saving:
-                self._commit.wait()
-                continue
-            save = self._begin_save()
-            self._lock.release()
-            try:
-                failure = self._write(save)
-            finally:
-                self._lock.acquire()
-                self._end_save()
-            self._settle(save, failure)
-
-    async def _await_durable_async(self, seq: int) -> None:
-        """:meth:`_await_durable` for a coroutine on the event loop: no thread is held while it waits.  Lock NOT held.
-
-        A waiter parks a future that the end of the save in flight resolves; a leader runs
-        the save in the loop's executor (the thread settles it, so a cancelled leader
-        leaves nothing half done).  Before leading, a coroutine lets the loop run
-        :data:`LEADER_ROUNDS` rounds (see there).
-        """
-        loop = asyncio.get_running_loop()
-        while True:
-            with self._lock:
-                if self._is_durable(seq):
-                    return
-                idle = not self._saving
-            if idle:
-                for _ in range(LEADER_ROUNDS):
-                    await asyncio.sleep(0)
-            with self._lock:
-                if self._is_durable(seq):
-                    return
-                if self._saving:
-                    woken: asyncio.Future[None] = loop.create_future()
-                    self._async_waiters.append(woken)
-                    save = None
-                else:
-                    save = self._begin_save()
-            if save is None:
-                await woken
-            else:
-                await loop.run_in_executor(None, self._save_and_settle, save)
-
-    def _is_durable(self, seq: int) -> bool:
-        """Whether change ``seq`` is on disk; raises StateWriteError when a failed save rolled it back.  Lock held."""
-        for after, upto, message in self._lost:
-            if after < seq <= upto:
-                raise StateWriteError(f"the change was not made durable and was rolled back: {message}")
-        return seq <= self._durable_seq
-
-    def _begin_save(self) -> _Save:
-        """Snapshot every change decided so far, as the save in flight.  Lock held, no save in flight."""
+    # The group commit's writer (see _Writer; lock held for prepare and settle).
+    def _prepare_write(self) -> PendingWrite:
         engine = self._writable()
-        save = _Save(covered=self._change_seq, document=engine.snapshot())
-        self._saving = True
-        return save
+        touched, self._touched = self._touched, set()
+        return self._persistence.prepare(engine, touched)
 
-    def _write(self, save: _Save) -> state_errors.CheckpointError | None:
-        """Write the snapshot; the failure, if any.  Lock NOT held, so decisions go on meanwhile."""
-        started = time.perf_counter()
-        try:
-            self.store.save(save.document)
-        except state_errors.CheckpointError as err:
-            return err
-        finally:
-            self.metrics.state_write_seconds.observe(time.perf_counter() - started)
-        return None
-
-    def _end_save(self) -> None:
-        """No save in flight any more: wake every waiter to look again (one may lead the next save).  Lock held."""
-        self._saving = False
-        self._commit.notify_all()
-        waiters, self._async_waiters = self._async_waiters, []
-        by_loop: dict[asyncio.AbstractEventLoop, list[asyncio.Future[None]]] = {}
-        for waiter in waiters:
-            by_loop.setdefault(waiter.get_loop(), []).append(waiter)
-        for loop, futures in by_loop.items():
-            with contextlib.suppress(RuntimeError):  # a closed loop: nobody is left to answer
-                loop.call_soon_threadsafe(_wake, futures)
-
-    def _settle(self, save: _Save, failure: state_errors.CheckpointError | None) -> None:
-        """Record what the finished save made durable, or roll its changes back.  Lock held."""
+    def _settle_write(self, job: PendingWrite, failure: state_errors.CheckpointError | None) -> None:
+        self._persistence.settle(self._engine, job, failed=failure is not None)
         if failure is None:
-            self._durable_seq, self._persisted = save.covered, save.document
-        else:
-            self._roll_back(failure)
-
-    def _save_and_settle(self, save: _Save) -> None:
-        """A save led from the event loop, in an executor thread."""
-        try:
-            failure = self._write(save)
-        except BaseException:
-            with self._lock:
-                self._end_save()
-            raise
-        with self._lock:
-            self._end_save()
-            self._settle(save, failure)
-
-    def _roll_back(self, failure: state_errors.CheckpointError) -> None:
-        self.metrics.state_write_errors.inc()
-        self._lost.append((self._durable_seq, self._change_seq, failure.message))
+            return
         log.error(
             "state write failed; undurable changes rolled back",
-            extra={"error": failure.message, "changes": self._change_seq - self._durable_seq},
+            extra={"error": failure.message, "changes": self._group.undurable},
         )
-        if self._persisted is not None:
-            self._engine = builder.restore(self.topology, self.config, self._persisted)
+        document = self._persistence.document
+        if document is not None:
+            self._engine = builder.restore(self.topology, self.config, document)
+            self._persistence.rolled_back(self._engine)
 
     def _save_now(self, engine: NodeEngine) -> None:
-        """The first save of a fresh state, before anything is served."""
-        document = engine.snapshot()
+        """The first save of a fresh (or journal-less) state, before anything is served."""
+        job = self._persistence.prepare(engine, whole=True)
         try:
-            self.store.save(document)
+            self._persistence.write(job)
         except state_errors.CheckpointError as err:
             raise StateWriteError(f"the initial state could not be saved: {err.message}") from None
-        self._persisted = document
+        self._persistence.settle(engine, job, failed=False)
 
     # -- state-changing calls ----------------------------------------------------------------
     # Each call is decided under the lock, answered once durable, then followed up (log, cgroups).
@@ -390,9 +278,9 @@ class NodeService:
 
         Raises AdmissionRefusedError (the kubelet's reason), PodConflictError (same uid,
         other spec), StateUnavailableError, StateWriteError."""
-        with self._commit:
+        with self._group.condition:
             allocated = self._decide_allocation(pod)
-            self._await_durable(allocated.seq)
+            self._group.await_durable(allocated.seq)
         return self._allocated(pod, allocated)
 
     async def allocate_async(self, pod: PodResources, *, deadline: float | None = None) -> AllocateOutcome:
@@ -406,7 +294,7 @@ class NodeService:
                     f"the caller's time budget for pod {pod.key} ran out before its turn; nothing was allocated"
                 )
             allocated = self._decide_allocation(pod)
-        await self._await_durable_async(allocated.seq)
+        await self._group.await_durable_async(allocated.seq)
         return self._allocated(pod, allocated)
 
     def _holds(self, uid: str) -> bool:
@@ -428,7 +316,7 @@ class NodeService:
                 )
             allocation = self._allocation(engine, pod.uid, view=decision.view)
             # a retry is answered only once the original allocation is durable too
-            seq = self._change_seq if existed else self._changed()
+            seq = self._group.last if existed else self._changed(pod.uid)
             return _Allocated(seq, existed, allocation, default_changed=engine.default_cpus() != default_before)
 
     def _count_admission(
@@ -453,16 +341,16 @@ class NodeService:
     def _allocated(self, pod: PodResources, allocated: _Allocated) -> AllocateOutcome:
         if not allocated.existed:
             log.info("pod allocated", extra={"pod_uid": pod.uid, "pod": pod.key})
-            self.reconciler.request([pod.uid], everything=allocated.default_changed)
+            self.reconciler.request([pod.uid], default_changed=allocated.default_changed)
         return AllocateOutcome(created=not allocated.existed, allocation=allocated.allocation)
 
     def release(self, uid: str, *, cause: ReleaseCause = "api") -> models.ReleaseResult:
         """Release a pod's allocation; idempotent (``released=False`` when nothing was held)."""
-        with self._commit:
+        with self._group.condition:
             released = self._decide_release(uid)
             if released is None:
                 return models.ReleaseResult(released=False)
-            self._await_durable(released.seq)
+            self._group.await_durable(released.seq)
         return self._released(uid, released, cause)
 
     async def release_async(self, uid: str, *, cause: ReleaseCause = "api") -> models.ReleaseResult:
@@ -471,42 +359,45 @@ class NodeService:
             released = self._decide_release(uid)
         if released is None:
             return models.ReleaseResult(released=False)
-        await self._await_durable_async(released.seq)
+        await self._group.await_durable_async(released.seq)
         return self._released(uid, released, cause)
 
     def _decide_release(self, uid: str) -> _Released | None:
         with self._timed("release"):
             engine = self._writable()
+            before = dict(engine.state.pods)
             result = engine.remove(uid)
             if not result.known:
                 return None
-            seq = self._changed()
+            resized = _changed_pods(before, engine) if result.resizes_applied else ()
+            seq = self._changed(uid)
             self._resize_since.pop(uid, None)
             self._in_progress.pop(uid, None)
-            return _Released(seq, result)
+            return _Released(seq, result, resized)
 
     def _released(self, uid: str, released: _Released, cause: ReleaseCause) -> models.ReleaseResult:
         self.metrics.releases.labels(cause=cause).inc()
         log.info("pod released", extra={"pod_uid": uid, "cause": cause})
         self.reconciler.forget(uid)
-        # freed exclusive CPUs return to the default set: every node_shared container widens
-        self.reconciler.request(everything=True)
+        # freed exclusive CPUs return to the default set: the containers that follow it widen, and the pods
+        # whose Deferred resizes the release applied are re-programmed
+        self.reconciler.request(released.resized_uids, default_changed=True)
         return models.ReleaseResult(released=True, resizes_applied=list(released.result.resizes_applied))
 
     def resize(self, uid: str, desired: PodResources, *, dry_run: bool = False) -> contract.ResizeResult:
         """Decide an in-place resize (and apply it unless ``dry_run``).
 
         Raises UnknownPodError, IllegalResizeError, StateUnavailableError, StateWriteError."""
-        with self._commit:
+        with self._group.condition:
             resized = self._decide_resize(uid, desired, dry_run=dry_run)
-            self._await_durable(resized.seq)
+            self._group.await_durable(resized.seq)
         return self._resized(uid, resized, dry_run=dry_run)
 
     async def resize_async(self, uid: str, desired: PodResources, *, dry_run: bool = False) -> contract.ResizeResult:
         """:meth:`resize` on the event loop."""
         with self._lock:
             resized = self._decide_resize(uid, desired, dry_run=dry_run)
-        await self._await_durable_async(resized.seq)
+        await self._group.await_durable_async(resized.seq)
         return self._resized(uid, resized, dry_run=dry_run)
 
     def _decide_resize(self, uid: str, desired: PodResources, *, dry_run: bool) -> _Resized:
@@ -522,8 +413,10 @@ class NodeService:
                 raise IllegalResizeError(message, field=violations[0].field)
             before = self._desired_pod(engine, uid)
             default_before = engine.default_cpus()
+            records_before = dict(engine.state.pods)
             decision = engine.resize(desired, dry_run=dry_run)
             allocation_changed = False
+            others: tuple[str, ...] = ()
             if not dry_run:
                 now = _now()
                 if decision.status == "Accepted":
@@ -534,16 +427,20 @@ class NodeService:
                 else:
                     self._resize_since.setdefault(uid, now)
                 allocation_changed = engine.default_cpus() != default_before or bool(decision.resizes_applied)
+                if decision.resizes_applied:
+                    others = tuple(u for u in _changed_pods(records_before, engine) if u != uid)
             allocation = self._allocation(engine, uid)
-            seq = self._change_seq if dry_run else self._changed()
-            return _Resized(seq, decision, allocation, job, allocation_changed)
+            seq = self._group.last if dry_run else self._changed(uid)
+            return _Resized(seq, decision, allocation, job, allocation_changed, others)
 
     def _resized(self, uid: str, resized: _Resized, *, dry_run: bool) -> contract.ResizeResult:
         decision = resized.decision
         if not dry_run:
             log.info("pod resize decided", extra={"pod_uid": uid, "status": decision.status, "reason": decision.reason})
             if resized.job is not None or resized.allocation_changed:
-                self.reconciler.request([uid], everything=resized.allocation_changed, resize=resized.job)
+                self.reconciler.request(
+                    [uid, *resized.resized_uids], default_changed=resized.allocation_changed, resize=resized.job
+                )
         return contract.ResizeResult(
             status=decision.status, reason=decision.reason, message=decision.message, allocation=resized.allocation
         )
@@ -681,3 +578,8 @@ class NodeService:
                 if uid not in engine.state.pods and (uids is None or uid in uids):
                     pods.append(DesiredPod(uid=uid, qos=runtime.qos, container_ids=runtime.container_ids))
             return DesiredState(tuple(pods), engine.default_cpus())
+
+
+def _changed_pods(before: Mapping[str, PodRecord], engine: NodeEngine) -> tuple[str, ...]:
+    """Pods whose records a decision replaced (the engine replaces a record whenever it changes the pod)."""
+    return tuple(uid for uid, record in engine.state.pods.items() if before.get(uid) is not record)

@@ -34,7 +34,12 @@ resize with the kubelet's actuation order first (:mod:`enforcer.cgroups.resize`)
 keeps each pod's last :class:`~enforcer.service.models.CgroupStatus`, and runs
 a worker thread: woken after each change (passes at most every
 ``COALESCE_SECONDS``, so a burst of changes shares one pass), and every
-``interval`` seconds for a full pass that repairs drift.  The first full pass after start-up is kept as
+``interval`` seconds for a full pass that repairs drift.  A change pass is
+incremental: it re-views and re-programs only the pods the change touched, plus,
+when the node's default set changed, the pods that follow it
+(:func:`follows_default`, remembered from the last pass that saw each pod), so
+its cost does not grow with the pods the node holds; the periodic full pass is
+the safety net.  The first full pass after start-up is kept as
 the start-up divergence report.
 
 Must not: decide allocations, or hold the service's decision lock while it
@@ -203,6 +208,13 @@ def pod_targets(pod: DesiredPod, *, layout: CgroupLayout, default_cpus: CPUSet) 
     return targets
 
 
+def follows_default(pod: DesiredPod, default_cpus: CPUSet) -> bool:
+    """Whether some cgroup of the pod holds the node's default set, so a change of that set must reach it."""
+    if pod.view is None:
+        return True  # not managed by the engine: its cgroups follow the default set
+    return any(c.assignment == "node_shared" or c.cpus == default_cpus for c in pod.view.containers)
+
+
 def _limits(target: reconcile.CgroupTarget) -> cgresize.CgroupLimits:
     return cgresize.CgroupLimits(
         cpus=target.cpus, mems=target.mems, cpu_quota=target.cpu_quota, memory_limit=target.memory_limit
@@ -237,6 +249,10 @@ class Reconciler:
         self._pending_lock = threading.Lock()
         self._pending: set[str] = set()
         self._pending_all = False
+        self._pending_default = False
+        # Pods with a cgroup that follows the node's default set (node_shared containers, pod_shared ones with
+        # no pool of their own, pods the engine does not manage), as the last pass that saw them found them.
+        self._followers: set[str] = set()
         self._resizes: list[ResizeJob] = []
         self._status: dict[str, models.CgroupStatus] = {}
         self._status_lock = threading.Lock()
@@ -248,9 +264,21 @@ class Reconciler:
         self._last_full = 0.0
 
     # -- requests (any thread; never blocks on cgroupfs) -------------------------------
-    def request(self, uids: Iterable[str] = (), *, everything: bool = False, resize: ResizeJob | None = None) -> None:
+    def request(
+        self,
+        uids: Iterable[str] = (),
+        *,
+        default_changed: bool = False,
+        everything: bool = False,
+        resize: ResizeJob | None = None,
+    ) -> None:
+        """Queue pods for the next pass: ``uids``, plus every pod that follows the default set when it changed.
+
+        ``everything``: every pod (what the periodic pass does anyway).
+        """
         with self._pending_lock:
             self._pending.update(uids)
+            self._pending_default = self._pending_default or default_changed
             self._pending_all = self._pending_all or everything
             if resize is not None:
                 self._resizes.append(resize)
@@ -260,6 +288,7 @@ class Reconciler:
         """Drop what is known about a released pod's cgroups."""
         with self._status_lock:
             self._status.pop(uid, None)
+            self._followers.discard(uid)
 
     def status(self, uid: str) -> models.CgroupStatus | None:
         with self._status_lock:
@@ -271,11 +300,15 @@ class Reconciler:
         with self._run_lock:
             with self._pending_lock:
                 uids, everything, resizes = set(self._pending), self._pending_all, list(self._resizes)
+                default_changed = self._pending_default
                 self._pending.clear()
-                self._pending_all = False
+                self._pending_all = self._pending_default = False
                 self._resizes.clear()
             for job in resizes:
                 self._actuate_resize(job)
+            if default_changed:
+                with self._status_lock:
+                    uids |= self._followers
             if not uids and not everything:
                 return None
             return self._run(None if everything else uids, trigger)
@@ -285,7 +318,7 @@ class Reconciler:
         with self._run_lock:
             with self._pending_lock:
                 self._pending.clear()
-                self._pending_all = False
+                self._pending_all = self._pending_default = False
                 resizes = list(self._resizes)
                 self._resizes.clear()
             for job in resizes:
@@ -362,11 +395,16 @@ class Reconciler:
         for uid, message in unnameable.items():
             failures.setdefault(uid, []).append(message)
         with self._status_lock:
-            if full:  # a full pass knows every managed pod: statuses of released pods go
+            if full:  # a full pass knows every pod: statuses of released pods go, followers are found afresh
                 managed = {pod.uid for pod in state.pods if pod.view is not None}
                 for uid in set(self._status) - managed:
                     del self._status[uid]
+                self._followers.clear()
             for pod in state.pods:
+                if follows_default(pod, state.default_cpus):
+                    self._followers.add(pod.uid)
+                else:
+                    self._followers.discard(pod.uid)
                 if pod.view is None:
                     continue
                 uid = pod.uid

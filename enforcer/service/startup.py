@@ -28,8 +28,8 @@ from enforcer.engine.node import NodeEngine
 from enforcer.errors import ConfigError, EnforcerError
 from enforcer.service.reconciler import CgroupLayout
 from enforcer.service.settings import EnforcerSettings
-from enforcer.state import checkpoint
 from enforcer.state import errors as state_errors
+from enforcer.state import journal
 from enforcer.topology import discovery, machine
 from enforcer.topology.machine import CPUTopology
 
@@ -65,7 +65,7 @@ def load_topology(settings: EnforcerSettings) -> CPUTopology:
     return discovery.discover(source, meminfo_fallback=meminfo)
 
 
-def load_state(store: checkpoint.CheckpointStore, topology: CPUTopology, config: NodeConfig) -> LoadedState:
+def load_state(store: journal.JournaledStore, topology: CPUTopology, config: NodeConfig) -> LoadedState:
     """The engine as the state file left it; raises ConfigError only when the configuration itself is impossible."""
     fresh_engine = builder.build(topology, config)
     try:

@@ -52,6 +52,10 @@ but the enforcer no longer knows which CPUs and memory they hold.
 ``from-backup`` restores ``<name>.bak``; the last change before the damage is
 lost, so drain the node as well unless you know nothing changed.
 
+The enforcer writes this file through :mod:`enforcer.state.journal`: it is the
+*base* a journal of changes continues, so a save here is a compaction, and "one
+save behind" means the base of the previous start or compaction.
+
 Must not: interpret ``data`` (the engine's ``to_dict``/``from_dict`` do).
 """
 
@@ -63,6 +67,7 @@ import fcntl
 import hashlib
 import json
 import logging
+import math
 import os
 import secrets
 from collections.abc import Callable, Iterator, Mapping
@@ -150,6 +155,24 @@ def _reject_constant(name: str) -> None:
     raise ValueError(f"{name} is not JSON")
 
 
+def finite_float(text: str) -> float:
+    """``parse_float`` for state files: a number too large for a double (``1.5e+309``) is damage, not infinity.
+
+    The standard reader turns such a literal into ``inf``, which the checksum's
+    canonical encoder (``allow_nan=False``) then refuses with a bare ValueError;
+    a bit flip in an exponent must be reported as corruption instead.
+    """
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"number {text} is out of range for a double")
+    return value
+
+
+def parse_json(text: str) -> Any:
+    """The strict JSON reader every state file uses: unique keys, no NaN/Infinity, finite numbers only."""
+    return json.loads(text, object_pairs_hook=_unique_keys, parse_constant=_reject_constant, parse_float=finite_float)
+
+
 def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     result: dict[str, Any] = {}
     for key, value in pairs:
@@ -174,7 +197,7 @@ def decode(
     except UnicodeDecodeError as error:
         raise errors.CheckpointCorruptError(path, f"not UTF-8 text (byte {error.start})") from None
     try:
-        envelope = json.loads(text, object_pairs_hook=_unique_keys, parse_constant=_reject_constant)
+        envelope = parse_json(text)
     except json.JSONDecodeError as error:
         if error.pos >= len(text.rstrip()) or error.msg.startswith("Unterminated string"):
             raise errors.CheckpointCorruptError(path, f"truncated: the JSON ends early ({error.msg})") from None
@@ -221,7 +244,10 @@ def decode(
     if not isinstance(raw_data, dict):
         raise errors.CheckpointCorruptError(path, "damaged envelope: data is not an object")
     data: dict[str, Any] = raw_data
-    actual = checksum_of(data, found_version)
+    try:
+        actual = checksum_of(data, found_version)
+    except (TypeError, ValueError, RecursionError) as error:  # parse_json's checks make this rare: never a bare error
+        raise errors.CheckpointCorruptError(path, f"data is not plain JSON: {error}") from None
     if actual != recorded:
         raise errors.CheckpointCorruptError.checksum_mismatch(path, expected=recorded, actual=actual)
 
@@ -349,7 +375,7 @@ class CheckpointStore:
                     with contextlib.suppress(OSError):
                         temp.unlink()
                     raise
-                _fsync_directory(self.directory)
+                fsync_directory(self.directory)
         except OSError as error:
             raise errors.CheckpointWriteError(str(self.path), f"cannot save state to {self.path}: {error}") from None
         log.debug("state saved", extra={"path": str(self.path), "bytes": len(content)})
@@ -370,7 +396,7 @@ class CheckpointStore:
 
     def _write_temp(self, content: bytes) -> Path:
         temp = self._hidden(f"tmp-{os.getpid()}-{secrets.token_hex(4)}")
-        _write_durably(temp, content)
+        write_durably(temp, content)
         return temp
 
     def _keep_backup(self) -> None:
@@ -392,7 +418,7 @@ class CheckpointStore:
         except OSError as error:
             if error.errno not in (errno.EPERM, errno.EXDEV, errno.EMLINK, errno.ENOTSUP, errno.EOPNOTSUPP):
                 raise
-            _write_durably(staging, self.path.read_bytes())  # filesystems without hard links
+            write_durably(staging, self.path.read_bytes())  # filesystems without hard links
         os.replace(staging, self.backup_path)
 
     @contextlib.contextmanager
@@ -447,7 +473,7 @@ class StateClaim:
         self.release()
 
 
-def _write_durably(path: Path, content: bytes) -> None:
+def write_durably(path: Path, content: bytes) -> None:
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
     try:
         view = memoryview(content)
@@ -459,7 +485,7 @@ def _write_durably(path: Path, content: bytes) -> None:
         os.close(fd)
 
 
-def _fsync_directory(directory: Path) -> None:
+def fsync_directory(directory: Path) -> None:
     """Make a rename in ``directory`` durable (the rename itself lives in the directory's data)."""
     fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     try:
@@ -491,6 +517,11 @@ DRAIN_ADVICE: Final = (
     "no longer knows which CPUs and memory they hold (the kubelet's rule for a deleted cpu_manager_state)."
 )
 
+FROM_BACKUP_NOTE: Final = (
+    "the backup is one save older than the lost file: the last admission or removal before the damage is "
+    "missing. " + DRAIN_ADVICE
+)
+
 
 def recover(
     path: Path | str,
@@ -499,6 +530,7 @@ def recover(
     force: bool = False,
     now: datetime | None = None,
     store: CheckpointStore | None = None,
+    restored_note: str | None = FROM_BACKUP_NOTE,
 ) -> RecoveryResult:
     """The ``recover-state`` operations; see the module docstring.  Stop the enforcer first."""
     store = store if store is not None else CheckpointStore(path)
@@ -515,7 +547,9 @@ def recover(
         return RecoveryResult(mode, status, (*actions, f"nothing to do: {store.directory} does not exist"))
     stamp = (now or datetime.now(UTC)).astimezone(UTC).strftime("%Y%m%dT%H%M%SZ")
     try:
-        return _repair(store, mode, status, backup_status, actions, force=force, stamp=stamp)
+        return _repair(
+            store, mode, status, backup_status, actions, force=force, stamp=stamp, restored_note=restored_note
+        )
     except OSError as error:
         raise errors.RecoveryError(str(store.path), f"recover-state {mode} failed: {error}") from None
 
@@ -529,6 +563,7 @@ def _repair(
     *,
     force: bool,
     stamp: str,
+    restored_note: str | None,
 ) -> RecoveryResult:
     if store.is_claimed():
         raise errors.RecoveryError(str(store.path), f"{store.path} is in use by a running enforcer; stop it first")
@@ -545,11 +580,11 @@ def _repair(
                 (store.backup_path, f"{store.backup_path.name}.corrupt-{stamp}"),
             ):
                 if source.exists():
-                    target = _free_name(store.directory / target_name)
+                    target = free_name(store.directory / target_name)
                     os.replace(source, target)
                     moved.append((source, target))
                     actions.append(f"moved {source} to {target}")
-            _fsync_directory(store.directory)
+            fsync_directory(store.directory)
             if not moved:
                 actions.append("nothing to quarantine; the enforcer will start from an empty state")
             else:
@@ -568,22 +603,20 @@ def _repair(
             )
         moved = []
         if store.path.exists():
-            target = _free_name(store.directory / f"{store.path.name}.corrupt-{stamp}")
+            target = free_name(store.directory / f"{store.path.name}.corrupt-{stamp}")
             os.replace(store.path, target)
             moved.append((store.path, target))
             actions.append(f"moved {store.path} to {target}")
         temp = store._write_temp(store.backup_path.read_bytes())
         os.replace(temp, store.path)
-        _fsync_directory(store.directory)
+        fsync_directory(store.directory)
         actions.append(f"restored {store.path} from {store.backup_path}")
-        actions.append(
-            "the backup is one save older than the lost file: the last admission or removal before the damage is "
-            "missing. " + DRAIN_ADVICE
-        )
+        if restored_note:
+            actions.append(restored_note)
         return RecoveryResult(mode, status, tuple(actions), moved=tuple(moved), restored_from=store.backup_path)
 
 
-def _free_name(candidate: Path) -> Path:
+def free_name(candidate: Path) -> Path:
     if not candidate.exists():
         return candidate
     for index in range(1, 1000):

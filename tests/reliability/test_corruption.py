@@ -8,7 +8,10 @@ state-changing call with 503 ``StateUnavailable`` naming ``numaguard
 recover-state``; leave the damaged file untouched; and refuse to be recovered
 under its feet.  Then the operator's sequence, exactly as documented (stop the
 enforcer, ``numaguard recover-state --mode <mode>``, start it), must give a
-ready node that accepts writes: from the backup (one save behind) or empty.
+ready node that accepts writes: from the backup (the base the last start's
+compaction replaced) or empty.  The journal that continues the base is damaged
+the same ways (a flipped bit in an acknowledged record, the file deleted) and
+must be caught the same way: never replayed in part, never skipped.
 """
 
 from __future__ import annotations
@@ -56,6 +59,20 @@ def from_a_newer_numaguard(path: Path) -> None:
     path.write_text(json.dumps(envelope, indent=2))
 
 
+def flip_one_bit_in_the_journal(path: Path) -> None:
+    """Flip the low bit of one digit of the last acknowledged record: checksummed, so caught."""
+    journal_path = path.with_name(path.name + ".journal")
+    content = bytearray(journal_path.read_bytes())
+    start = content.rindex(b'{"checksum"')
+    digits = [i for i in range(start + 80, len(content)) if chr(content[i]).isdigit()]
+    content[random.Random(7).choice(digits)] ^= 0x01
+    journal_path.write_bytes(bytes(content))
+
+
+def delete_the_journal(path: Path) -> None:
+    path.with_name(path.name + ".journal").unlink()
+
+
 def the_kubelets_cpu_manager_state(path: Path) -> None:
     """Someone copied the kubelet's checkpoint over ours."""
     kubelet = {"policyName": "static", "defaultCpuSet": "0,5-31", "entries": {}, "checksum": 1234567890}
@@ -76,7 +93,14 @@ DAMAGES = [
     Damage("bit-flipped", flip_one_bit, "CheckpointCorrupt", "checksum mismatch", "from-backup"),
     Damage("newer-version", from_a_newer_numaguard, "CheckpointVersionUnsupported", "newer numaguard", "quarantine"),
     Damage("foreign-format", the_kubelets_cpu_manager_state, "CheckpointVersionUnsupported", "not a", "quarantine"),
+    Damage("journal-bit-flipped", flip_one_bit_in_the_journal, "CheckpointCorrupt", "checksum mismatch", "from-backup"),
+    Damage("journal-deleted", delete_the_journal, "CheckpointCorrupt", "is missing", "from-backup"),
 ]
+
+
+def _files(path: Path) -> dict[str, bytes | None]:
+    journal_path = path.with_name(path.name + ".journal")
+    return {p.name: (p.read_bytes() if p.exists() else None) for p in (path, journal_path)}
 
 
 @pytest.mark.parametrize("damage", DAMAGES, ids=[d.name for d in DAMAGES])
@@ -89,11 +113,17 @@ def test_a_damaged_state_file_is_reported_refuses_writes_and_recover_state_bring
         guaranteed_pod("last", 2),
     ]
     with node.running() as enforcer, node.writer(enforcer) as http:
-        for pod in pods:
+        for pod in pods[:2]:
             node.cgroups.add_pod(pod)
             assert http.post("/allocations", json=allocation_request(pod)).status_code == 201
+    for _ in range(2):  # each start writes a new base; the one it replaces becomes the backup
+        with node.running() as enforcer, node.writer(enforcer) as http:
+            assert http.get("/readyz").status_code == 200
+    with node.running() as enforcer, node.writer(enforcer) as http:
+        node.cgroups.add_pod(pods[2])
+        assert http.post("/allocations", json=allocation_request(pods[2])).status_code == 201
     damage.apply(node.state_path)
-    damaged = node.state_path.read_bytes()
+    damaged = _files(node.state_path)
 
     with node.running() as enforcer, node.writer(enforcer) as http:
         ready = http.get("/readyz")
@@ -127,13 +157,13 @@ def test_a_damaged_state_file_is_reported_refuses_writes_and_recover_state_bring
         under_its_feet = node.recover_state(damage.recovery)
         assert under_its_feet.returncode != 0
         assert "in use by a running enforcer" in under_its_feet.stderr
-        assert node.state_path.read_bytes() == damaged
-    assert node.state_path.read_bytes() == damaged, "the enforcer rewrote the damaged file"
+        assert _files(node.state_path) == damaged
+    assert _files(node.state_path) == damaged, "the enforcer rewrote the damaged files"
     assert damage.reason in node.log.read_text()
 
     check = node.recover_state("check")
     status = "corrupt" if damage.reason == "CheckpointCorrupt" else "unsupported"
-    assert check.returncode == 1 and f"state file: {status}:" in check.stdout, check.stdout
+    assert check.returncode == 1 and f"state: {status}:" in check.stdout, check.stdout
     recovered = node.recover_state(damage.recovery)
     assert recovered.returncode == 0, recovered.stderr
     assert node.recover_state("check").returncode == 0
@@ -141,7 +171,7 @@ def test_a_damaged_state_file_is_reported_refuses_writes_and_recover_state_bring
     with node.running() as enforcer, node.writer(enforcer) as http:
         assert http.get("/readyz").json()["ready"] is True
         held = sorted(item["name"] for item in http.get("/allocations").json()["items"])
-        # the backup is one save behind the damaged file: the last pod is missing; quarantine starts empty
+        # the backup is the base of the start before the last: the last pod is missing; quarantine starts empty
         assert held == (["db", "web"] if damage.recovery == "from-backup" else [])
         again = guaranteed_pod("after-recovery", 1)
         node.cgroups.add_pod(again)

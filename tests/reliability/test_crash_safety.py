@@ -57,7 +57,7 @@ from reliability_kit import (
 from enforcer.engine import builder
 from enforcer.engine import config as engine_config
 from enforcer.service import requests
-from enforcer.state import checkpoint
+from enforcer.state import journal
 from enforcer.topology import machine
 
 CLIENT_THREADS = 4
@@ -250,7 +250,7 @@ class Client:
 
 def verify_state_file(node: EnforcerNode) -> set[str]:
     """The state file after a kill loads, verifies and restores to a consistent engine; the uids it holds."""
-    snapshot = checkpoint.CheckpointStore(node.state_path).load()
+    snapshot = journal.JournaledStore(node.state_path).load()
     assert snapshot is not None, "the state file is missing after a kill"
     config = engine_config.from_kubelet(SEED_KUBELET, name=NODE)
     engine = builder.restore(machine.load(TOPOLOGY), config, snapshot)

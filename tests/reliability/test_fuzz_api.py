@@ -92,10 +92,12 @@ class Apps:
         return self.portal.call(functools.partial(self.webhook_http.post, path, content=content))
 
     def state(self) -> tuple[bytes, Any, Any]:
-        """What a refused call must not change: the durable file, the allocations, the node's usage."""
+        """What a refused call must not change: the durable files (base and journal), the allocations, the usage."""
         items = self.enforcer("GET", "/allocations").json()["items"]
         usage = self.enforcer("GET", "/topology").json()["numaNodes"]
-        return self.state_path.read_bytes(), [_without_cgroups(i) for i in items], usage
+        journal_path = self.state_path.with_name(self.state_path.name + ".journal")
+        durable = self.state_path.read_bytes() + b"\0" + journal_path.read_bytes()
+        return durable, [_without_cgroups(i) for i in items], usage
 
     def uids(self) -> set[str]:
         return {item["uid"] for item in self.enforcer("GET", "/allocations").json()["items"]}

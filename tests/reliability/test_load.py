@@ -62,7 +62,7 @@ from reliability_kit import (
 from enforcer.engine import builder
 from enforcer.engine import config as engine_config
 from enforcer.service import requests
-from enforcer.state import checkpoint
+from enforcer.state import journal
 from enforcer.topology import machine
 from servicekit import tls
 from shared import contract
@@ -325,7 +325,7 @@ def binding_burst(
     engine = builder.restore(
         machine.load(TOPOLOGY),
         engine_config.from_kubelet(SEED_KUBELET, name=NODE),
-        checkpoint.CheckpointStore(node.state_path).load() or {},
+        journal.JournaledStore(node.state_path).load() or {},
     )
     problems += [f"engine: {problem}" for problem in engine.check()]
     by_uid = {pod["metadata"]["uid"]: pod for pod in pods}

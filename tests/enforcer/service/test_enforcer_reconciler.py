@@ -242,3 +242,38 @@ def test_an_accepted_resize_reaches_the_cgroups(node: Node) -> None:
     assert read(node.root, container, "memory.max") == str(GiB)
     assert read(node.root, WEB_POD_PATH, "cpu.max") == "200000 100000"
     assert node.service.allocation(WEB_UID).resize is None
+
+
+# -- incremental passes ----------------------------------------------------------------------
+
+
+def test_a_change_pass_re_programs_the_changed_pod_and_the_ones_that_follow_the_default_set(node: Node) -> None:
+    node.admit("burstable-web")  # node_shared: follows the default set
+    node.service.reconciler.run_all()
+    node.admit("tightly-coupled-database")  # exclusive CPUs: the default set shrinks
+
+    first = node.service.reconciler.run_requested()
+    assert first is not None
+    assert any(DB_UID.replace("-", "_") in path for path in first.pending)
+    assert any(WEB_UID.replace("-", "_") in path for path in first.pending)
+
+    node.admit("ml-workload")
+    second = node.service.reconciler.run_requested()
+    assert second is not None
+    examined = " ".join(second.pending)
+    assert uid_of("ml-workload").replace("-", "_") in examined
+    assert WEB_UID.replace("-", "_") in examined  # the default set shrank again
+    assert DB_UID.replace("-", "_") not in examined  # its cpusets do not depend on the default set
+
+
+def test_a_follower_is_known_without_a_full_pass_and_forgotten_on_release(node: Node) -> None:
+    node.admit("burstable-web")
+    assert node.service.reconciler.run_requested() is not None  # the change pass sees web: a follower now
+    node.admit("tightly-coupled-database")
+    report = node.service.reconciler.run_requested()
+    assert report is not None and WEB_UID.replace("-", "_") in " ".join(report.pending)
+
+    node.service.release(WEB_UID)
+    node.admit("ml-workload")
+    report = node.service.reconciler.run_requested()
+    assert report is not None and WEB_UID.replace("-", "_") not in " ".join(report.pending)

@@ -83,8 +83,18 @@ def test_a_file_cut_in_the_middle_says_it_is_truncated() -> None:
         (b'{"fnrmat": "numaguard-state", "version": 1, "checksum": "x", "data": {}}', "damaged envelope"),
         (b'{"format": "numaguard-state", "version": 1, "checksum": "x", "data": NaN}', "NaN"),
     ],
-    ids=["binary", "not json", "a list", "duplicate key", "short checksum", "string version", "no data",
-         "flipped format", "flipped key", "NaN"],
+    ids=[
+        "binary",
+        "not json",
+        "a list",
+        "duplicate key",
+        "short checksum",
+        "string version",
+        "no data",
+        "flipped format",
+        "flipped key",
+        "NaN",
+    ],
 )
 def test_damaged_envelopes_are_corrupt_with_a_reason(content: bytes, detail: str) -> None:
     with pytest.raises(errors.CheckpointCorruptError, match=detail):
@@ -188,3 +198,20 @@ def test_flipped_bits_anywhere_never_yield_wrong_data(data: dict[str, Any], bits
         return
     # Only an edit the JSON reader cannot see (e.g. "\\u00e9" -> "\\u00E9") may pass, and then the data is intact.
     assert loaded == data
+
+
+@pytest.mark.parametrize(
+    ("written", "damaged"),
+    [
+        (b"1.5e+308", b"1.5e+309"),  # the flip hypothesis found: the reader made it inf, the checksum raised
+        (b"1.5e+308", b"1.5e+708"),
+        (b"-1.5e+308", b"-1.5e+309"),
+    ],
+)
+def test_an_exponent_flipped_past_the_double_range_is_reported_as_corruption(written: bytes, damaged: bytes) -> None:
+    value = float(written)
+    raw = _encoded({"big": value})
+    assert written in raw
+
+    with pytest.raises(errors.CheckpointCorruptError, match="out of range for a double"):
+        _decode(raw.replace(written, damaged))

@@ -1,0 +1,110 @@
+"""Group commit with a scripted writer: one write covers every change waiting; a failed one fails its changes."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+
+import pytest
+
+from enforcer.service.errors import StateWriteError
+from enforcer.service.group_commit import GroupCommit
+from enforcer.service.metrics import EnforcerMetrics
+from enforcer.state import errors as state_errors
+
+
+class ScriptedWriter:
+    """Prepares the number of changes decided so far; fails the writes it is told to; records what it settled."""
+
+    def __init__(self) -> None:
+        self.group: GroupCommit[int] | None = None
+        self.fail_next = False
+        self.written: list[int] = []
+        self.settled: list[tuple[int, bool]] = []
+        self.in_write = threading.Event()
+        self.release_write = threading.Event()
+        self.release_write.set()
+
+    def prepare(self) -> int:
+        assert self.group is not None
+        return self.group.last
+
+    def write(self, job: int) -> None:
+        self.in_write.set()
+        self.release_write.wait()
+        if self.fail_next:
+            self.fail_next = False
+            raise state_errors.CheckpointWriteError("state.json", "disk full")
+        self.written.append(job)
+
+    def settle(self, job: int, failure: state_errors.CheckpointError | None) -> None:
+        self.settled.append((job, failure is None))
+
+
+def make() -> tuple[GroupCommit[int], ScriptedWriter, threading.Lock]:
+    lock = threading.Lock()
+    writer = ScriptedWriter()
+    group = GroupCommit(lock, writer, EnforcerMetrics())
+    writer.group = group
+    return group, writer, lock
+
+
+def test_one_write_answers_every_change_decided_before_it_began() -> None:
+    group, writer, lock = make()
+    with group.condition:
+        first, second, third = group.changed(), group.changed(), group.changed()
+        group.await_durable(third)
+        group.await_durable(first)
+        group.await_durable(second)
+    assert writer.written == [3] and writer.settled == [(3, True)]
+
+
+def test_a_change_decided_during_a_write_gets_the_next_one() -> None:
+    group, writer, lock = make()
+    writer.release_write.clear()
+    with lock:
+        first = group.changed()
+    leader = threading.Thread(target=lambda: _await(group, first))
+    leader.start()
+    assert writer.in_write.wait(10)
+    with lock:
+        second = group.changed()  # decided while the first write is on its way
+    writer.release_write.set()
+    leader.join(10)
+    with group.condition:
+        group.await_durable(second)
+    assert writer.written == [1, 2]
+
+
+def _await(group: GroupCommit[int], seq: int) -> None:
+    with group.condition:
+        group.await_durable(seq)
+
+
+def test_a_failed_write_fails_its_changes_and_the_next_change_is_written() -> None:
+    group, writer, lock = make()
+    writer.fail_next = True
+    with group.condition:
+        lost = group.changed()
+        with pytest.raises(StateWriteError, match="rolled back: disk full"):
+            group.await_durable(lost)
+        assert writer.settled == [(1, False)]
+        kept = group.changed()
+        group.await_durable(kept)
+        with pytest.raises(StateWriteError):  # asking again about a lost change never says durable
+            group.await_durable(lost)
+    assert writer.written == [2]
+
+
+def test_coroutines_and_threads_share_the_same_writes() -> None:
+    group, writer, lock = make()
+
+    async def main() -> None:
+        with lock:
+            seqs = [group.changed() for _ in range(5)]
+        await asyncio.gather(*(group.await_durable_async(seq) for seq in seqs))
+
+    asyncio.run(main())
+    with group.condition:
+        group.await_durable(group.last)
+    assert writer.written == [5]
