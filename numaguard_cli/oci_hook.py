@@ -206,7 +206,7 @@ def ask_enforcer(socket_path: str, request: Mapping[str, object], deadline: Dead
             conn.settimeout(deadline.left())
             try:
                 chunk = conn.recv(65536)
-            except TimeoutError:
+            except (TimeoutError, socket.timeout):  # noqa: UP041 -- socket.timeout differs before Python 3.10
                 raise HookError(
                     "DeadlineExceeded", f"the enforcer did not answer within {deadline.seconds:g}s"
                 ) from None
@@ -215,7 +215,7 @@ def ask_enforcer(socket_path: str, request: Mapping[str, object], deadline: Dead
             buffer += chunk
             if len(buffer) > MAX_ANSWER_BYTES:
                 raise HookError("InvalidAnswer", "the enforcer's answer is too large")
-    except TimeoutError:
+    except (TimeoutError, socket.timeout):  # noqa: UP041 -- hosts may run Python 3.8
         raise HookError("DeadlineExceeded", f"the enforcer did not answer within {deadline.seconds:g}s") from None
     except OSError as err:
         raise HookError("EnforcerUnreachable", f"talking to {socket_path}: {err.strerror or err}") from None

@@ -142,7 +142,7 @@ class Runtime:
         hook_args: list[str] | None,
         args: list[str] | None = None,
         hook_stage: str = "createRuntime",
-        annotations_in_state: bool = True,
+        hooks: dict[str, Any] | None = None,
     ) -> Path:
         bundle = self.work / container_id
         bundle.mkdir()
@@ -166,9 +166,10 @@ class Runtime:
                 "maskedPaths": ["/proc/kcore", "/proc/keys"],
             },
         }
-        if annotations_in_state:
-            spec["annotations"] = dict(annotations)
-        if hook_args is not None:
+        spec["annotations"] = dict(annotations)  # runc hands them to the hook in the state, too
+        if hooks is not None:
+            spec["hooks"] = hooks
+        elif hook_args is not None:
             spec["hooks"] = {hook_stage: [{"path": HOOK_PYTHON, "args": [HOOK_PYTHON, *hook_args], "timeout": 10}]}
         (bundle / "config.json").write_text(json.dumps(spec))
         return bundle

@@ -64,8 +64,8 @@ def test_unknown_pod_gets_the_node_shared_pool_without_the_exclusive_cpu(hook_no
     assert _start(hook_node, str(uuid.uuid4()), "app", qos="besteffort") == NODE_SHARED
 
 
-def test_cri_o_annotations_in_the_bundle_config_only(hook_node: HookNode) -> None:
-    """CRI-O's keys, and a runtime that leaves annotations out of the state: the hook reads config.json."""
+def test_cri_o_annotations(hook_node: HookNode) -> None:
+    """CRI-O's keys (the kubelet's labels it copies into the spec) identify the pod as well."""
     uid = str(uuid.uuid4())
     hook_node.allocate(guaranteed("db", uid))
     assert _start(hook_node, uid, "main", annotations=crio_annotations(uid, "main")) == PINNED_EXCLUSIVE
