@@ -156,7 +156,7 @@ def build_request(state: Mapping[str, object]) -> dict[str, object]:
     if not isinstance(container_id, str) or not container_id:
         raise HookError("InvalidState", "the OCI state has no container id")
     annotations = _string_map(state.get("annotations"))
-    if not any(keys[1] in annotations for keys in ANNOTATION_KEYS):
+    if not annotations:  # the state's annotations are the config's (runtime-spec); some runtimes leave them out
         bundle = state.get("bundle")
         if isinstance(bundle, str) and bundle:
             annotations.update(bundle_annotations(bundle))

@@ -8,7 +8,10 @@ cgroupfs file, and the VFS reports every successful ``write(2)`` to inotify as
 machine's cgroup v1 ``cpu.cfs_quota_us`` and ``cpuset.cpus``
 (tests/hook/test_rewrite_watch.py).  What inotify does not see are changes the
 kernel makes itself (a CPU going offline, a v2 parent narrowing a child's
-*effective* set); the reconciler's periodic pass still covers those.
+*effective* set); the reconciler's periodic pass still covers those.  Nor does
+kernfs report a removed cgroup (no ``IN_DELETE_SELF``/``IN_IGNORED`` when the
+directory goes, checked here too): callers notice removal by other means (the
+keeper's once-a-second ``exists`` check).
 
 :class:`FileWatch` is a thin ``ctypes`` binding of ``inotify(7)`` (standard
 library only): keys (the enforcer's cgroup paths) map to watched files; many

@@ -101,20 +101,25 @@ class HookSocketServer:
         with contextlib.suppress(FileNotFoundError):
             self.path.unlink()
 
+    def _answer(self, uid: int, conn: socket.socket) -> HookAnswer:
+        try:
+            line = read_line(conn)  # read first, so even a refused client gets its answer, not EPIPE
+        except HookRequestError as err:
+            return HookAnswer.failure(err.reason, err.message)
+        if uid not in self._allowed:
+            log.warning("hook socket: connection refused", extra={"peer_uid": uid})
+            return HookAnswer.failure("Forbidden", f"uid {uid} may not use the hook socket (root only)")
+        try:
+            request = decode_request(line)
+        except HookRequestError as err:
+            return HookAnswer.failure(err.reason, err.message)
+        return self._handler(request)
+
     def _serve(self, conn: socket.socket) -> None:
         conn.settimeout(self._deadline)
         try:
             uid = peer_uid(conn)
-            if uid not in self._allowed:
-                answer = HookAnswer.failure("Forbidden", f"uid {uid} may not use the hook socket (root only)")
-                log.warning("hook socket: connection refused", extra={"peer_uid": uid})
-            else:
-                try:
-                    request = decode_request(read_line(conn))
-                except HookRequestError as err:
-                    answer = HookAnswer.failure(err.reason, err.message)
-                else:
-                    answer = self._handler(request)
+            answer = self._answer(uid, conn)
             conn.sendall(answer.encode())
         except TimeoutError:
             log.warning("hook socket: client sent no complete request within the deadline")
