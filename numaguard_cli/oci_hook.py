@@ -26,8 +26,9 @@ Annotations (checked in the runtimes' sources):
 
 Wire format (one JSON line each way; docs/runtime-hook.md):
 request ``{"version": 1, "containerId", "pid", "podUID", "containerName",
-"containerType", "runtime"}``; answer ``{"ok": true, "cpus", "mems", "pool",
-"cgroup"}`` or ``{"ok": false, "reason", "message"}``.
+"containerType", "runtime", "cgroup"}`` (``cgroup``: the process's
+``/proc/<pid>/cgroup`` as the host sees it); answer ``{"ok": true, "cpus",
+"mems", "pool", "cgroup"}`` or ``{"ok": false, "reason", "message"}``.
 
 Failure modes: ``fail-open`` (default) exits 0 with one stderr line and leaves
 the request in the spool directory (``<socket dir>/pending``) so the enforcer
@@ -175,7 +176,7 @@ def build_request(state: Mapping[str, object]) -> dict[str, object]:
             raise HookError("InvalidAnnotations", f"container {container_id} has {uid_key} but no {name_key}")
         if not pod_uid or len(pod_uid) > 128 or not all(c.isalnum() or c in "-_" for c in pod_uid):
             raise HookError("InvalidAnnotations", f"{uid_key}={pod_uid!r} is not a pod UID")
-        return {
+        request: dict[str, object] = {
             "version": PROTOCOL_VERSION,
             "containerId": container_id,
             "pid": pid,
@@ -184,8 +185,25 @@ def build_request(state: Mapping[str, object]) -> dict[str, object]:
             "containerType": container_type,
             "runtime": runtime,
         }
+        cgroup = process_cgroup(pid)
+        if cgroup:
+            request["cgroup"] = cgroup
+        return request
     wanted = " or ".join(keys[1] for keys in ANNOTATION_KEYS)
     raise HookError("NoPodAnnotations", f"container {container_id} carries no pod annotations ({wanted})")
+
+
+def process_cgroup(pid: int, proc_root: str = "/proc") -> str:
+    """The process's ``/proc/<pid>/cgroup`` as the runtime sees it (the host's cgroup namespace), or ``""``.
+
+    The enforcer usually runs in a private cgroup namespace, where the same file
+    shows paths relative to its own cgroup; the hook's view names the cgroup exactly.
+    """
+    try:
+        with open(os.path.join(proc_root, str(pid), "cgroup"), "rb") as handle:
+            return handle.read(16384).decode("ascii", "replace")
+    except OSError:
+        return ""
 
 
 def ask_enforcer(socket_path: str, request: Mapping[str, object], deadline: Deadline) -> dict[str, object]:

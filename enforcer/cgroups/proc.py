@@ -78,6 +78,21 @@ def select_path(paths: dict[str, str], version: Literal["v1", "v2"]) -> str:
     return path
 
 
+def resolve(pid: int, version: Literal["v1", "v2"], *, reported: str = "", proc_root: Path = HOST_PROC) -> str:
+    """The cgroup of ``pid``: the enforcer's own read, or the runtime hook's where the enforcer's is relative.
+
+    In a private cgroup namespace (the default for an unprivileged pod on cgroup v2) the enforcer sees
+    ``/../..``-relative paths; the hook runs in the host's namespace and sends what it read.  The
+    process must still exist (checked through ``proc_root``).
+    """
+    try:
+        return process_cgroup(pid, version, proc_root=proc_root)
+    except CgroupLookupError as err:
+        if not reported or "cgroup namespace" not in err.message:
+            raise
+    return select_path(parse(reported), version)
+
+
 def process_cgroup(pid: int, version: Literal["v1", "v2"], *, proc_root: Path = HOST_PROC) -> str:
     """The cgroup path (leading ``/``, relative to the hierarchy root) of process ``pid``."""
     if pid <= 0:

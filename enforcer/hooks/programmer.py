@@ -91,7 +91,7 @@ class HookProgrammer:
         return answer
 
     def _handle(self, request: HookRequest) -> HookAnswer:
-        path = proc.process_cgroup(request.pid, self._version, proc_root=self._proc_root)
+        path = proc.resolve(request.pid, self._version, reported=request.cgroup_text, proc_root=self._proc_root)
         state = self.desired([request.pod_uid])
         placed = placement.place(request, path, state, self._layout)
         entry = HookedContainer(path=path, request=request, pool=placed.pool, programmed=_targets(placed))

@@ -6,7 +6,8 @@ cannot import this module); tests run both sides against each other.
 Request::
 
     {"version": 1, "containerId": "<runtime id>", "pid": 4242, "podUID": "<uid>",
-     "containerName": "app", "containerType": "container" | "sandbox", "runtime": "containerd" | "cri-o"}
+     "containerName": "app", "containerType": "container" | "sandbox", "runtime": "containerd" | "cri-o",
+     "cgroup": "<the process's /proc/<pid>/cgroup as the hook reads it, in the host's cgroup namespace>"}
 
 Answer::
 
@@ -43,6 +44,8 @@ class HookRequest:
     container_name: str
     container_type: ContainerType
     runtime: str
+    cgroup_text: str = ""
+    """``/proc/<pid>/cgroup`` as the hook read it (host cgroup namespace); "" when it sent none."""
 
     @property
     def label(self) -> str:
@@ -58,6 +61,7 @@ class HookRequest:
             "containerName": self.container_name,
             "containerType": self.container_type,
             "runtime": self.runtime,
+            **({"cgroup": self.cgroup_text} if self.cgroup_text else {}),
         }
 
 
@@ -86,6 +90,9 @@ def parse_request(document: object) -> HookRequest:
     if container_type not in ("sandbox", "container"):
         raise HookRequestError(f"containerType: expected sandbox or container, got {container_type!r}")
     name = _text(document, "containerName", required=container_type == "container")
+    cgroup = document.get("cgroup", "")
+    if not isinstance(cgroup, str) or len(cgroup) > 16384:
+        raise HookRequestError("cgroup: expected the text of /proc/<pid>/cgroup")
     return HookRequest(
         container_id=_text(document, "containerId"),
         pid=pid,
@@ -93,6 +100,7 @@ def parse_request(document: object) -> HookRequest:
         container_name=name,
         container_type="sandbox" if container_type == "sandbox" else "container",
         runtime=_text(document, "runtime", required=False, limit=32),
+        cgroup_text=cgroup,
     )
 
 

@@ -17,7 +17,7 @@ import logging
 import os
 import time
 from pathlib import Path
-from typing import Final
+from typing import Final, Literal
 
 from enforcer.cgroups import proc
 from enforcer.hooks.metrics import HookMetrics
@@ -73,7 +73,8 @@ def _repair(file: Path, programmer: HookProgrammer, *, proc_root: Path, cgroup_v
         log.warning("unreadable fail-open spool file removed", extra={"file": str(file), "error": str(err)})
         return "failed"
     try:
-        path = proc.process_cgroup(request.pid, "v1" if cgroup_version == "v1" else "v2", proc_root=proc_root)
+        version: Literal["v1", "v2"] = "v1" if cgroup_version == "v1" else "v2"
+        path = proc.resolve(request.pid, version, reported=request.cgroup_text, proc_root=proc_root)
     except proc.CgroupLookupError:
         return "gone"
     if request.container_id not in path:

@@ -128,6 +128,7 @@ def _start_hooks(settings: EnforcerSettings, service: NodeService, metrics: Enfo
             cgroup_version=settings.cgroup_version,
             registry=metrics.registry,
             watch_mode=settings.rewrite_watch,
+            proc_root=settings.proc_root,
         )
     except OSError as err:
         raise ConfigError(f"hookSocket {settings.hook_socket}: {err.strerror or err}") from None

@@ -69,6 +69,7 @@ _PATH_FIELDS = (
     "cgroup_root",
     "hook_socket",
     "kubelet_config_file",
+    "proc_root",
 )
 # Fields whose environment value is a JSON/YAML document rather than a scalar.
 _STRUCTURED_FIELDS = frozenset({"kubelet", "topology_document"})
@@ -114,6 +115,7 @@ class EnforcerSettings(BaseModel):
     rewrite_watch: Literal["auto", "inotify", "poll"] = "auto"  # how foreign rewrites of hooked cgroups are seen
     kubelet_config_file: Path | None = None  # None: /var/lib/kubelet/config.yaml when it exists
     kubelet_config_check: bool = True  # refuse to start when the kubelet's own managers or reservations clash
+    proc_root: Path = Path("/proc")  # the host's procfs (a hostPath mount of /proc without hostPID)
 
     # -- the cluster
     standalone: bool = False  # no Kubernetes API: allocations are released only by DELETE
