@@ -14,18 +14,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from runc_kit import Runtime, runtime  # noqa: E402
 
-from enforcer.service import requests, settings  # noqa: E402
+from bench.runc_kit import enforcer_settings, guaranteed, pod_level  # noqa: E402
+from enforcer.service import requests  # noqa: E402
 from enforcer.service import runtime as enforcer_runtime  # noqa: E402
 from enforcer.service.metrics import EnforcerMetrics  # noqa: E402
-
-# The 2-CPU machine: CPU 0 reserved, CPU 1 the only one to allocate; pod-level managers on.
-KUBELET: dict[str, Any] = {
-    "featureGates": {"PodLevelResources": True, "PodLevelResourceManagers": True},
-    "cpuManagerPolicy": "static",
-    "reservedSystemCPUs": "0",
-    "topologyManagerPolicy": "single-numa-node",
-    "topologyManagerScope": "pod",
-}
 
 
 @dataclass
@@ -45,24 +37,6 @@ class HookNode:
         return 0.0 if value is None else value
 
 
-def enforcer_settings(tmp: Path, cgroup_root: str, **extra: Any) -> settings.EnforcerSettings:
-    overrides: dict[str, Any] = {
-        "node_name": "hook-test-node",
-        "kubelet": KUBELET,
-        "state_dir": str(tmp / "state"),
-        "cgroup_version": "v1",
-        "cgroup_driver": "cgroupfs",
-        "kubelet_cgroup_root": "/" + cgroup_root,
-        "container_runtime": "containerd",
-        "standalone": True,
-        "reconcile_interval": 0,
-        "hook_socket": str(tmp / "run" / "hook.sock"),
-        "kubelet_config_check": False,
-    }
-    overrides.update(extra)
-    return settings.load(None, env={}, overrides=overrides)
-
-
 @pytest.fixture
 def hook_node(tmp_path: Path) -> Iterator[HookNode]:
     with runtime(tmp_path / "bundles") as rt:
@@ -77,22 +51,4 @@ def hook_node(tmp_path: Path) -> Iterator[HookNode]:
             running.stop()
 
 
-def guaranteed(name: str, uid: str, cpus: str = "1", memory: str = "64Mi") -> dict[str, Any]:
-    resources = {"requests": {"cpu": cpus, "memory": memory}, "limits": {"cpu": cpus, "memory": memory}}
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": name, "namespace": "default", "uid": uid},
-        "spec": {"containers": [{"name": "main", "image": "busybox", "resources": resources}]},
-    }
-
-
-def pod_level(name: str, uid: str, cpus: str = "1", memory: str = "64Mi") -> dict[str, Any]:
-    """A pod with pod-level resources only: its container runs in the pod shared pool."""
-    resources = {"requests": {"cpu": cpus, "memory": memory}, "limits": {"cpu": cpus, "memory": memory}}
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": name, "namespace": "default", "uid": uid},
-        "spec": {"resources": resources, "containers": [{"name": "sidecar", "image": "busybox"}]},
-    }
+__all__ = ["HookNode", "guaranteed", "hook_node", "pod_level"]
