@@ -97,6 +97,7 @@ SECTIONS: dict[str, str] = {
     "enforcer": "bench.bench_enforcer",
     "webhook": "bench.bench_webhook",
     "memory": "bench.bench_rss",
+    "hook": "bench.bench_hook",
 }
 
 

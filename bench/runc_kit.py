@@ -35,7 +35,8 @@ HOOK_SCRIPT = ROOT / "numaguard_cli" / "oci_hook.py"
 CGROUP_MOUNT = Path("/sys/fs/cgroup")
 RUNC = shutil.which("runc")
 BUSYBOX = shutil.which("busybox")
-HOOK_PYTHON = sys.executable
+# The hook runs under the host's interpreter in production (install-hook: /usr/bin/python3 -I -S).
+HOOK_PYTHON = "/usr/bin/python3" if Path("/usr/bin/python3").exists() else sys.executable
 
 
 def unusable() -> str | None:
@@ -67,6 +68,14 @@ def remove_cgroup_tree(name: str) -> None:
         for directory in [*directories, top]:
             with contextlib.suppress(OSError):
                 directory.rmdir()
+
+
+def remove_pod_cgroup(rt_root: str, pod_uid: str, qos: str = "") -> None:
+    """Remove an (empty) pod cgroup, so the next start creates it afresh from kubepods as the kubelet would."""
+    middle = f"/{qos}" if qos else ""
+    for hierarchy in CGROUP_MOUNT.iterdir():
+        with contextlib.suppress(OSError):
+            (hierarchy / f"{rt_root}/kubepods{middle}/pod{pod_uid}").rmdir()
 
 
 def containerd_annotations(pod_uid: str, name: str, kind: str = "container") -> dict[str, str]:
@@ -253,7 +262,7 @@ def allowed_of(pid: int) -> dict[str, str]:
 
 def hook_args(socket: Path, *, failure_mode: str = "fail-open", deadline: float = 2.0) -> list[str]:
     mode = ["--failure-mode", failure_mode]
-    return ["-I", str(HOOK_SCRIPT), "--socket", str(socket), "--deadline", str(deadline), *mode]
+    return ["-I", "-S", str(HOOK_SCRIPT), "--socket", str(socket), "--deadline", str(deadline), *mode]
 
 
 # The 2-CPU machine: CPU 0 reserved, CPU 1 the only one to allocate; pod-level managers on.

@@ -61,7 +61,8 @@ def hook_entry(*, python: str, hook_path: str, socket: str, deadline: float, fai
         "path": python,
         "args": [
             os.path.basename(python),
-            "-I",
+            "-I",  # isolated: no user site, no PYTHON* environment, no current directory on the path
+            "-S",  # no site module: the hook is standard library only, and starts faster
             hook_path,
             "--socket",
             socket,

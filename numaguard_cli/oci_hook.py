@@ -12,7 +12,7 @@ Standard library only, and nothing of the numaguard package is imported: the
 runtime starts this file at every container start, on the host, as
 ``python3 -I /opt/numaguard/oci_hook.py --socket ...`` (or ``numaguard
 oci-hook`` where the package is installed).  Start-up is one interpreter plus
-``json``/``socket``: about 20 ms.
+``json``/``socket``/``select`` (measured with the whole round trip in bench/bench_hook.py).
 
 Annotations (checked in the runtimes' sources):
 

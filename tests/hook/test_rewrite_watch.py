@@ -89,3 +89,36 @@ def test_a_foreign_rewrite_is_undone(hook_node: HookNode) -> None:
         assert hook_node.metric("numaguard_enforcer_hook_reapplied_writes_total", trigger="rewrite") >= 2
     finally:
         rt.delete(container_id)
+
+
+def test_the_poll_fallback_undoes_a_rewrite_too(tmp_path: Path) -> None:
+    """``rewriteWatch: poll`` (no inotify): the keeper re-reads the hooked containers' files every 0.5 s."""
+    reason = unusable()
+    if reason is not None:
+        pytest.skip(reason)
+    from bench.bench_hook import Node
+
+    node = Node(tmp_path, rewrite_watch="poll")
+    try:
+        hooks = node.running.hooks
+        assert hooks is not None and hooks.keeper.mode == "poll"
+        reapplied = threading.Event()
+        program = hooks.programmer._program
+
+        def observed(targets: Sequence[CgroupTarget]) -> ReconcileReport:
+            report = program(targets)
+            if report.applied:
+                reapplied.set()
+            return report
+
+        hooks.programmer._program = observed
+        container_id, cpus, _ = node.start(
+            hooked=True, args=["/bin/sh", "-c", "grep _allowed /proc/self/status; exec sleep 60"], detach=True
+        )
+        assert cpus == "1"
+        quota = CGROUP_MOUNT / "cpu" / node.rt.cgroups_path(node.uid, container_id).lstrip("/") / "cpu.cfs_quota_us"
+        _foreign_write(quota, "50000")
+        assert reapplied.wait(10)
+        assert quota.read_text().strip() == "-1"
+    finally:
+        node.close()
