@@ -39,15 +39,19 @@ hook never hangs a container start.
 
 from __future__ import annotations
 
-import argparse
-import json
+import _socket  # the C module: ``socket`` costs ~30 ms of enum set-up at every container start
 import os
 import select
-import socket
 import sys
 import time
-from collections.abc import Mapping, Sequence
-from typing import Final
+
+# Names for the type checker only: importing ``typing`` alone costs ~20 ms at every container start, and
+# argparse another ~20 ms (``numaguard oci-hook`` brings its own; the hook file parses four options by hand).
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    import argparse
+    from collections.abc import Mapping, Sequence
+    from typing import Final
 
 HELP = "OCI createRuntime/prestart hook: have the enforcer pin this container before it starts"
 
@@ -97,6 +101,196 @@ class Deadline:
         return remaining
 
 
+# -- JSON without ``json``: its decoder imports ``re`` and ``enum``, tens of ms at every container start ------
+# The state, config.json and the answer are parsed by this small RFC 8259 reader (strict: no NaN, no
+# trailing commas, no comments); tests/hook/test_oci_hook.py checks it against ``json`` on random documents.
+
+
+class JSONError(ValueError):
+    pass
+
+
+_ESCAPES: Final = {'"': '"', "\\": "\\", "/": "/", "b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t"}
+_WHITESPACE: Final = " \t\n\r"
+MAX_DEPTH: Final = 64
+
+
+def json_loads(data: bytes | str) -> object:
+    text = data.decode("utf-8") if isinstance(data, bytes) else data
+    value, end = _value(text, _skip(text, 0), 0)
+    end = _skip(text, end)
+    if end != len(text):
+        raise JSONError(f"extra data at character {end}")
+    return value
+
+
+def _skip(text: str, i: int) -> int:
+    while i < len(text) and text[i] in _WHITESPACE:
+        i += 1
+    return i
+
+
+def _value(text: str, i: int, depth: int) -> tuple[object, int]:
+    if depth > MAX_DEPTH:
+        raise JSONError("nested too deeply")
+    if i >= len(text):
+        raise JSONError("unexpected end of document")
+    char = text[i]
+    if char == "{":
+        return _object(text, i + 1, depth + 1)
+    if char == "[":
+        return _array(text, i + 1, depth + 1)
+    if char == '"':
+        return _string(text, i + 1)
+    for word, value in (("true", True), ("false", False), ("null", None)):
+        if text.startswith(word, i):
+            return value, i + len(word)
+    return _number(text, i)
+
+
+def _object(text: str, i: int, depth: int) -> tuple[object, int]:
+    out: dict[str, object] = {}
+    i = _skip(text, i)
+    if i < len(text) and text[i] == "}":
+        return out, i + 1
+    while True:
+        if i >= len(text) or text[i] != '"':
+            raise JSONError(f"expected a key at character {i}")
+        key, i = _string(text, i + 1)
+        i = _skip(text, i)
+        if i >= len(text) or text[i] != ":":
+            raise JSONError(f"expected ':' at character {i}")
+        out[key], i = _value(text, _skip(text, i + 1), depth)
+        i = _skip(text, i)
+        if i < len(text) and text[i] == ",":
+            i = _skip(text, i + 1)
+            continue
+        if i < len(text) and text[i] == "}":
+            return out, i + 1
+        raise JSONError(f"expected ',' or '}}' at character {i}")
+
+
+def _array(text: str, i: int, depth: int) -> tuple[object, int]:
+    out: list[object] = []
+    i = _skip(text, i)
+    if i < len(text) and text[i] == "]":
+        return out, i + 1
+    while True:
+        item, i = _value(text, i, depth)
+        out.append(item)
+        i = _skip(text, i)
+        if i < len(text) and text[i] == ",":
+            i = _skip(text, i + 1)
+            continue
+        if i < len(text) and text[i] == "]":
+            return out, i + 1
+        raise JSONError(f"expected ',' or ']' at character {i}")
+
+
+def _string(text: str, i: int) -> tuple[str, int]:
+    parts: list[str] = []
+    start = i
+    while True:
+        if i >= len(text):
+            raise JSONError("unterminated string")
+        char = text[i]
+        if char == '"':
+            parts.append(text[start:i])
+            return "".join(parts), i + 1
+        if char < " ":
+            raise JSONError(f"control character in a string at character {i}")
+        if char != "\\":
+            i += 1
+            continue
+        parts.append(text[start:i])
+        escape = text[i + 1 : i + 2]
+        if escape == "u":
+            code, i = _hex4(text, i + 2)
+            if 0xD800 <= code < 0xDC00 and text.startswith("\\u", i):
+                low, after = _hex4(text, i + 2)
+                if 0xDC00 <= low < 0xE000:
+                    code, i = 0x10000 + ((code - 0xD800) << 10) + (low - 0xDC00), after
+            parts.append(chr(code))
+        elif escape in _ESCAPES:
+            parts.append(_ESCAPES[escape])
+            i += 2
+        else:
+            raise JSONError(f"invalid escape at character {i}")
+        start = i
+
+
+def _hex4(text: str, i: int) -> tuple[int, int]:
+    digits = text[i : i + 4]
+    if len(digits) != 4 or any(d not in "0123456789abcdefABCDEF" for d in digits):
+        raise JSONError(f"invalid \\u escape at character {i}")
+    return int(digits, 16), i + 4
+
+
+def _number(text: str, i: int) -> tuple[object, int]:
+    """``-? (0 | [1-9][0-9]*) (. [0-9]+)? ([eE] [+-]? [0-9]+)?``, as RFC 8259 spells a number."""
+    start = i
+    if text.startswith("-", i):
+        i += 1
+    if text.startswith("0", i):
+        i += 1
+    elif i < len(text) and "1" <= text[i] <= "9":
+        i = _digits(text, i)
+    else:
+        raise JSONError(f"invalid value at character {start}")
+    fraction = text.startswith(".", i)
+    if fraction:
+        i = _digits(text, i + 1, required=True)
+    exponent = i < len(text) and text[i] in "eE"
+    if exponent:
+        i += 1
+        if i < len(text) and text[i] in "+-":
+            i += 1
+        i = _digits(text, i, required=True)
+    token = text[start:i]
+    return (float(token) if fraction or exponent else int(token)), i
+
+
+def _digits(text: str, i: int, *, required: bool = False) -> int:
+    begin = i
+    while i < len(text) and "0" <= text[i] <= "9":
+        i += 1
+    if required and i == begin:
+        raise JSONError(f"invalid number at character {begin}")
+    return i
+
+
+def json_dumps(value: object) -> str:
+    """Compact JSON of str/int/float/bool/None/list/dict values (what the request and the spool file hold)."""
+    if value is None:
+        return "null"
+    if value is True:
+        return "true"
+    if value is False:
+        return "false"
+    if isinstance(value, (int, float)):  # noqa: UP038 -- the hook runs on Python 3.8+
+        return repr(value)
+    if isinstance(value, str):
+        return _quote(value)
+    if isinstance(value, (list, tuple)):  # noqa: UP038
+        return "[" + ",".join(json_dumps(v) for v in value) + "]"
+    if isinstance(value, dict):
+        return "{" + ",".join(_quote(str(k)) + ":" + json_dumps(v) for k, v in value.items()) + "}"
+    raise TypeError(f"cannot encode {type(value).__name__}")
+
+
+def _quote(text: str) -> str:
+    out = ['"']
+    for char in text:
+        if char == '"' or char == "\\":
+            out.append("\\" + char)
+        elif char < " " or char == "\x7f":
+            out.append(f"\\u{ord(char):04x}")
+        else:
+            out.append(char)
+    out.append('"')
+    return "".join(out)
+
+
 def read_stdin(stream: int, deadline: Deadline, limit: int = MAX_STATE_BYTES) -> bytes:
     """All of stdin (the runtime closes it after the state), within the deadline and ``limit`` bytes."""
     chunks: list[bytes] = []
@@ -117,8 +311,8 @@ def read_stdin(stream: int, deadline: Deadline, limit: int = MAX_STATE_BYTES) ->
 def parse_state(data: bytes) -> dict[str, object]:
     """The OCI state document (runtime-spec ``state``): ``id``, ``pid``, ``bundle``, ``annotations``."""
     try:
-        state = json.loads(data)
-    except (UnicodeDecodeError, json.JSONDecodeError) as err:
+        state = json_loads(data)
+    except (UnicodeDecodeError, JSONError) as err:
         raise HookError("InvalidState", f"stdin is not an OCI state JSON document: {err}") from None
     if not isinstance(state, dict):
         raise HookError("InvalidState", "stdin is not an OCI state JSON object")
@@ -142,8 +336,8 @@ def bundle_annotations(bundle: str) -> dict[str, str]:
     if len(data) > MAX_CONFIG_BYTES:
         raise HookError("InvalidState", f"{path} is larger than {MAX_CONFIG_BYTES} bytes")
     try:
-        config = json.loads(data)
-    except (UnicodeDecodeError, json.JSONDecodeError) as err:
+        config = json_loads(data)
+    except (UnicodeDecodeError, JSONError) as err:
         raise HookError("InvalidState", f"{path} is not JSON: {err}") from None
     return _string_map(config.get("annotations") if isinstance(config, dict) else None)
 
@@ -208,7 +402,7 @@ def process_cgroup(pid: int, proc_root: str = "/proc") -> str:
 
 def ask_enforcer(socket_path: str, request: Mapping[str, object], deadline: Deadline) -> dict[str, object]:
     """Send one request line, read one answer line; every step bounded by the deadline."""
-    conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    conn = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
     try:
         conn.settimeout(deadline.left())
         try:
@@ -218,13 +412,13 @@ def ask_enforcer(socket_path: str, request: Mapping[str, object], deadline: Dead
         except OSError as err:
             raise HookError("EnforcerUnreachable", f"cannot connect to {socket_path}: {err.strerror or err}") from None
         conn.settimeout(deadline.left())
-        conn.sendall(json.dumps(request, separators=(",", ":")).encode() + b"\n")
+        conn.sendall(json_dumps(dict(request)).encode() + b"\n")
         buffer = b""
         while b"\n" not in buffer:
             conn.settimeout(deadline.left())
             try:
                 chunk = conn.recv(65536)
-            except (TimeoutError, socket.timeout):  # noqa: UP041 -- socket.timeout differs before Python 3.10
+            except (TimeoutError, _socket.timeout):  # noqa: UP041 -- socket.timeout differs before Python 3.10
                 raise HookError(
                     "DeadlineExceeded", f"the enforcer did not answer within {deadline.seconds:g}s"
                 ) from None
@@ -233,7 +427,7 @@ def ask_enforcer(socket_path: str, request: Mapping[str, object], deadline: Dead
             buffer += chunk
             if len(buffer) > MAX_ANSWER_BYTES:
                 raise HookError("InvalidAnswer", "the enforcer's answer is too large")
-    except (TimeoutError, socket.timeout):  # noqa: UP041 -- hosts may run Python 3.8
+    except (TimeoutError, _socket.timeout):  # noqa: UP041 -- hosts may run Python 3.8
         raise HookError("DeadlineExceeded", f"the enforcer did not answer within {deadline.seconds:g}s") from None
     except OSError as err:
         raise HookError("EnforcerUnreachable", f"talking to {socket_path}: {err.strerror or err}") from None
@@ -241,8 +435,8 @@ def ask_enforcer(socket_path: str, request: Mapping[str, object], deadline: Dead
         conn.close()
     line = buffer.partition(b"\n")[0]
     try:
-        answer = json.loads(line)
-    except (UnicodeDecodeError, json.JSONDecodeError):
+        answer = json_loads(line)
+    except (UnicodeDecodeError, JSONError):
         raise HookError("InvalidAnswer", "the enforcer closed the connection without a JSON answer") from None
     if not isinstance(answer, dict):
         raise HookError("InvalidAnswer", "the enforcer's answer is not a JSON object")
@@ -264,7 +458,7 @@ def spool(socket_path: str, request: Mapping[str, object], error: HookError) -> 
         temporary = os.path.join(directory, "." + name + ".tmp")
         descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
         with os.fdopen(descriptor, "w") as handle:
-            json.dump(document, handle)
+            handle.write(json_dumps(document))
         final = os.path.join(directory, name)
         os.replace(temporary, final)
         return final
@@ -291,7 +485,55 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--quiet", action="store_true", help="no stderr line on success")
 
 
-def run(args: argparse.Namespace, *, stdin: int | None = None) -> int:
+class Options:
+    """The hook's four options (what ``argparse.Namespace`` carries under ``numaguard oci-hook``)."""
+
+    def __init__(
+        self, socket: str = DEFAULT_SOCKET, deadline: float = DEFAULT_DEADLINE_SECONDS,
+        failure_mode: str = FAIL_OPEN, quiet: bool = False,
+    ) -> None:  # fmt: skip
+        self.socket = socket
+        self.deadline = deadline
+        self.failure_mode = failure_mode
+        self.quiet = quiet
+
+
+USAGE: Final = (
+    "usage: oci_hook.py [--socket PATH] [--deadline SECONDS] [--failure-mode fail-open|fail-closed] [--quiet]"
+)
+
+
+def parse_options(argv: Sequence[str]) -> Options:
+    """The options without argparse; raises ValueError with a usage line."""
+    options = Options()
+    items = list(argv)
+    while items:
+        item = items.pop(0)
+        name, has_value, value = item.partition("=")
+        if name == "--quiet" and not has_value:
+            options.quiet = True
+            continue
+        if name not in ("--socket", "--deadline", "--failure-mode"):
+            raise ValueError(f"unknown option {item!r}\n{USAGE}")
+        if not has_value:
+            if not items:
+                raise ValueError(f"{name} needs a value\n{USAGE}")
+            value = items.pop(0)
+        if name == "--socket":
+            options.socket = value
+        elif name == "--deadline":
+            try:
+                options.deadline = float(value)
+            except ValueError:
+                raise ValueError(f"--deadline: not a number: {value!r}") from None
+        elif value in (FAIL_OPEN, FAIL_CLOSED):
+            options.failure_mode = value
+        else:
+            raise ValueError(f"--failure-mode: {FAIL_OPEN} or {FAIL_CLOSED}, not {value!r}")
+    return options
+
+
+def run(args: argparse.Namespace | Options, *, stdin: int | None = None) -> int:
     deadline = Deadline(max(0.05, float(args.deadline)))
     request: dict[str, object] | None = None
     try:
@@ -311,7 +553,7 @@ def run(args: argparse.Namespace, *, stdin: int | None = None) -> int:
     return 0
 
 
-def _failed(args: argparse.Namespace, request: Mapping[str, object] | None, error: HookError) -> int:
+def _failed(args: argparse.Namespace | Options, request: Mapping[str, object] | None, error: HookError) -> int:
     container = request["containerId"] if request is not None else "?"
     if args.failure_mode == FAIL_CLOSED:
         print(
@@ -331,9 +573,16 @@ def _failed(args: argparse.Namespace, request: Mapping[str, object] | None, erro
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="numaguard-oci-hook", description=HELP)
-    add_arguments(parser)
-    return run(parser.parse_args(argv))
+    arguments = sys.argv[1:] if argv is None else list(argv)
+    if arguments and arguments[0] in ("-h", "--help"):
+        print(f"{USAGE}\n\n{HELP}")
+        return 0
+    try:
+        options = parse_options(arguments)
+    except ValueError as err:
+        print(f"numaguard oci-hook: {err}", file=sys.stderr)
+        return 2
+    return run(options)
 
 
 if __name__ == "__main__":
