@@ -123,3 +123,39 @@ def test_the_poll_fallback_undoes_a_rewrite_too(tmp_path: Path) -> None:
         assert quota.read_text().strip() == "-1"
     finally:
         node.close()
+
+
+def test_a_hooked_container_follows_its_pods_allocation(hook_node: HookNode) -> None:
+    """No hook runs on an allocation change: the keeper's once-a-second check moves the container."""
+    hooks = hook_node.running.hooks
+    assert hooks is not None
+    moved = threading.Event()
+    reapply = hooks.programmer.reapply
+
+    def observed(entries: Sequence[object], *, trigger: str) -> ReconcileReport | None:
+        report = reapply(entries, trigger=trigger)  # type: ignore[arg-type]
+        if trigger == "change" and report is not None and report.applied:
+            moved.set()
+        return report
+
+    hooks.programmer.reapply = observed  # type: ignore[method-assign]
+    uid = str(uuid.uuid4())
+    hook_node.allocate(guaranteed("db", uid))
+    rt = hook_node.runtime
+    container_id = unique("ctr")
+    bundle = rt.bundle(
+        container_id,
+        annotations=containerd_annotations(uid, "main"),
+        cgroups_path=rt.cgroups_path(uid, container_id),
+        hook_args=hook_args(hook_node.socket),
+        args=["/bin/sh", "-c", "grep _allowed_list /proc/self/status; exec sleep 60"],
+    )
+    started, pid = rt.run_detached(container_id, bundle)
+    try:
+        assert started.returncode == 0, started.stderr
+        assert allowed_of(pid)["Cpus_allowed_list"] == "1"
+        hook_node.running.service.release(uid)  # the pod is no longer held: the node shared pool, now 0-1
+        assert moved.wait(10)
+        assert allowed_of(pid)["Cpus_allowed_list"] == "0-1"
+    finally:
+        rt.delete(container_id)
