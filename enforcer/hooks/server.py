@@ -85,7 +85,7 @@ class HookSocketServer:
             os.umask(old_umask)
         os.chmod(self.path, 0o600)
         self._server = server
-        self._thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.5}, name="hook-socket")
+        self._thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.2}, name="hook-socket")
         self._thread.daemon = True
         self._thread.start()
         log.info("hook socket listening", extra={"socket": str(self.path), "deadline_seconds": self._deadline})
