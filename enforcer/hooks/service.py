@@ -51,7 +51,7 @@ def start(
         driver=reconciler.driver,
         layout=reconciler.layout,
         cgroup_version=cgroup_version,
-        registry=HookRegistry(),
+        registry=HookRegistry(spool.record_dir(socket_path)),
         metrics=metrics,
         proc_root=proc_root,
     )
@@ -65,12 +65,20 @@ def start(
         proc_root=proc_root,
     )
     programmer.on_programmed = keeper.track
+    restored = spool.restore(
+        spool.record_dir(socket_path), programmer, proc_root=proc_root, cgroup_version=cgroup_version
+    )
     repaired = keeper.drain_spool()
     server = HookSocketServer(socket_path, programmer.handle, deadline=deadline)
     server.start()
     keeper.start()
     log.info(
         "runtime hook serving",
-        extra={"socket": str(socket_path), "rewrite_watch": keeper.mode, "spool_settled": repaired},
+        extra={
+            "socket": str(socket_path),
+            "rewrite_watch": keeper.mode,
+            "spool_settled": repaired,
+            "containers_restored": restored,
+        },
     )
     return HookService(programmer, server, keeper)

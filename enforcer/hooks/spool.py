@@ -27,12 +27,35 @@ from enforcer.hooks.protocol import HookRequestError, parse_request
 log = logging.getLogger(__name__)
 
 SPOOL_DIR_NAME: Final = "pending"  # the hook's SPOOL_DIR_NAME
+RECORD_DIR_NAME: Final = "containers"
 MAX_AGE_SECONDS: Final = 600.0
 MAX_FILE_BYTES: Final = 64 << 10
 
 
 def spool_dir(socket_path: Path) -> Path:
     return socket_path.parent / SPOOL_DIR_NAME
+
+
+def record_dir(socket_path: Path) -> Path:
+    return socket_path.parent / RECORD_DIR_NAME
+
+
+def restore(
+    directory: Path, programmer: HookProgrammer, *, proc_root: Path = proc.HOST_PROC, cgroup_version: str = "v2"
+) -> int:
+    """At start-up: re-program the hooked containers a previous enforcer recorded; stale records go."""
+    try:
+        names = sorted(e.name for e in os.scandir(directory) if e.name.endswith(".json") and not e.name.startswith("."))
+    except FileNotFoundError:
+        return 0
+    restored = 0
+    for name in names:
+        outcome = _repair(directory / name, programmer, proc_root=proc_root, cgroup_version=cgroup_version)
+        if outcome == "repaired":
+            restored += 1
+        else:
+            (directory / name).unlink(missing_ok=True)
+    return restored
 
 
 def drain(
@@ -54,6 +77,8 @@ def drain(
         outcome = _repair(file, programmer, proc_root=proc_root, cgroup_version=cgroup_version)
         if outcome == "retry":
             continue
+        if outcome == "repaired":
+            log.warning("a container a fail-open hook started unpinned is repaired", extra={"file": str(file)})
         metrics.fail_open_repairs.labels(outcome=outcome).inc()
         file.unlink(missing_ok=True)
         settled += 1
@@ -81,10 +106,7 @@ def _repair(file: Path, programmer: HookProgrammer, *, proc_root: Path, cgroup_v
         return "gone"  # the pid now belongs to another process
     answer = programmer.handle(request)
     if answer.ok:
-        log.warning(
-            "container started unpinned by a fail-open hook, now repaired",
-            extra={"container": request.label, "cgroup": answer.cgroup, "cpus": answer.cpus},
-        )
+        log.info("hooked container programmed again", extra={"container": request.label, "cgroup": answer.cgroup})
         return "repaired"
     if answer.reason == "CgroupGone":
         return "gone"

@@ -159,3 +159,50 @@ def test_a_hooked_container_follows_its_pods_allocation(hook_node: HookNode) -> 
         assert allowed_of(pid)["Cpus_allowed_list"] == "0-1"
     finally:
         rt.delete(container_id)
+
+
+def test_a_restarted_enforcer_guards_the_running_hooked_containers(hook_node: HookNode, tmp_path: Path) -> None:
+    from bench.runc_kit import enforcer_settings
+    from enforcer.service import runtime as enforcer_runtime
+    from enforcer.service.metrics import EnforcerMetrics
+
+    uid = str(uuid.uuid4())
+    hook_node.allocate(guaranteed("db", uid))
+    rt = hook_node.runtime
+    container_id = unique("ctr")
+    cgroups_path = rt.cgroups_path(uid, container_id)
+    bundle = rt.bundle(
+        container_id,
+        annotations=containerd_annotations(uid, "main"),
+        cgroups_path=cgroups_path,
+        hook_args=hook_args(hook_node.socket),
+        args=["/bin/sh", "-c", "grep _allowed_list /proc/self/status; exec sleep 60"],
+    )
+    started, pid = rt.run_detached(container_id, bundle)
+    again = None
+    try:
+        assert started.returncode == 0, started.stderr
+        hook_node.running.stop()
+        config = enforcer_settings(hook_node.socket.parent.parent, rt.cgroup_root)
+        again = enforcer_runtime.start(config, EnforcerMetrics())
+        assert again.hooks is not None
+        entry = again.hooks.programmer.registry.get(cgroups_path)
+        assert entry is not None and entry.request.container_id == container_id
+        quota = CGROUP_MOUNT / "cpu" / cgroups_path.lstrip("/") / "cpu.cfs_quota_us"
+        reapplied = threading.Event()
+        program = again.hooks.programmer._program
+
+        def observed(targets: Sequence[CgroupTarget]) -> ReconcileReport:
+            report = program(targets)
+            if report.applied:
+                reapplied.set()
+            return report
+
+        again.hooks.programmer._program = observed
+        _foreign_write(quota, "50000")
+        assert reapplied.wait(10)
+        assert quota.read_text().strip() == "-1" and allowed_of(pid)["Cpus_allowed_list"] == "1"
+    finally:
+        rt.delete(container_id)
+        if again is not None:
+            again.stop()
