@@ -4,6 +4,7 @@
 set -euo pipefail
 cd "$(dirname "$0")"
 scripts/ensure-venv.sh
+scripts/install-test-deps.sh   # runc + busybox-static for tests/hook (as root, when missing)
 echo "== ruff";          .venv/bin/ruff check shared enforcer webhook extender servicekit numaguard_cli tests bench
 echo "== mypy --strict"; .venv/bin/mypy
 echo "== import-linter"; .venv/bin/lint-imports

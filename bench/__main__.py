@@ -112,6 +112,7 @@ SECTIONS: dict[str, str] = {
     "binding": "bench.bench_binding",
     "memory": "bench.bench_rss",
     "extender": "bench.bench_extender",
+    "hook": "bench.bench_hook",
 }
 """Section name -> a function of this module, or a module with ``table_rows(quick)``; run in this order."""
 

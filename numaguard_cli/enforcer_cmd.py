@@ -51,6 +51,10 @@ _VALUE_FLAGS: dict[str, tuple[str, Any, str]] = {
         "release an allocation whose pod has not appeared on this node after this long",
     ),
     "--log-level": ("log_level", str, "debug, info (default), warning, error"),
+    "--hook-socket": ("hook_socket", Path, "serve the OCI runtime hook on this unix socket (docs/runtime-hook.md)"),
+    "--hook-deadline": ("hook_deadline", float, "seconds a hook connection may take (default 2)"),
+    "--rewrite-watch": ("rewrite_watch", str, "auto (default), inotify or poll: how cgroup rewrites are seen"),
+    "--kubelet-config": ("kubelet_config_file", Path, "the kubelet's config (default /var/lib/kubelet/config.yaml)"),
 }
 
 

@@ -30,6 +30,8 @@ SUBCOMMANDS: dict[str, str] = {
     "allocations": "numaguard_cli.allocations",
     "recover-state": "numaguard_cli.recover_state",
     "demo": "numaguard_cli.demo",
+    "oci-hook": "numaguard_cli.oci_hook",
+    "install-hook": "numaguard_cli.install_hook",
 }
 
 

@@ -140,6 +140,15 @@ class CgroupDriver(Protocol):
         """Current usage in bytes (``memory.current`` / ``memory.usage_in_bytes``): the safe-decrease guard."""
         ...
 
+    def children(self, path: str) -> list[str]:
+        """Paths of the direct child cgroups of ``path`` (in its cpuset hierarchy on v1), sorted; [] if none."""
+        ...
+
+    @property
+    def nested_cpusets(self) -> bool:
+        """Whether a child's cpuset must stay within its parent's (cgroup v1, or the recorder emulating it)."""
+        ...
+
 
 def memory_limit_matches(desired: int | None, actual: int | None, page_size: int) -> bool:
     """Whether ``actual`` is what the kernel keeps after ``desired`` was written (rounded down to pages)."""

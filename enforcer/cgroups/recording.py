@@ -157,6 +157,14 @@ class RecordingCgroupDriver:
     def read_memory_usage(self, path: str) -> int:
         return self._group(path, for_file="memory.current").memory_usage
 
+    def children(self, path: str) -> list[str]:
+        prefix = _key(path) + "/"
+        return sorted(k for k in self._groups if k.startswith(prefix) and "/" not in k[len(prefix) :])
+
+    @property
+    def nested_cpusets(self) -> bool:
+        return self.v1_hierarchy
+
     # -- internals ----------------------------------------------------------------------
     def _group(self, path: str, *, for_file: str) -> RecordedCgroup:
         key = _key(path)

@@ -114,6 +114,14 @@ class V1CgroupDriver:
     def read_memory_usage(self, path: str) -> int:
         return v2.read_int(v2.cgroup_dir(self.memory_root, path) / "memory.usage_in_bytes")
 
+    # -- hierarchy ----------------------------------------------------------------------
+    def children(self, path: str) -> list[str]:
+        return v2.child_paths(self.cpuset_root, path)
+
+    @property
+    def nested_cpusets(self) -> bool:
+        return True
+
 
 def period_first(current: driver.CPUQuota, new: driver.CPUQuota) -> bool:
     """Order of the two writes when the period changes, so the state in between is always legal.

@@ -100,6 +100,19 @@ def write_file(file: Path, value: str) -> None:
     log.debug("cgroup file written", extra={"file": str(file), "value": value})
 
 
+def child_paths(root: Path, path: str) -> list[str]:
+    """The child cgroup directories of ``root/path`` as paths relative to ``root`` (``[]`` when gone)."""
+    directory = cgroup_dir(root, path)
+    base = "/".join(p for p in path.split("/") if p)
+    try:
+        names = sorted(entry.name for entry in os.scandir(directory) if entry.is_dir(follow_symlinks=False))
+    except FileNotFoundError:
+        return []
+    except OSError as error:
+        raise errors.CgroupReadError.from_os_error(str(directory), error) from error
+    return [f"{base}/{name}" if base else name for name in names]
+
+
 def default_page_size() -> int:
     return os.sysconf("SC_PAGE_SIZE")
 
@@ -161,6 +174,14 @@ class V2CgroupDriver:
 
     def read_memory_usage(self, path: str) -> int:
         return read_int(self._file(path, "memory.current"))
+
+    # -- hierarchy ----------------------------------------------------------------------
+    def children(self, path: str) -> list[str]:
+        return child_paths(self.root, path)
+
+    @property
+    def nested_cpusets(self) -> bool:
+        return False  # v2 intersects a child's cpuset with its parent's (cpuset.cpus.effective)
 
 
 _check: type[driver.CgroupDriver] = V2CgroupDriver

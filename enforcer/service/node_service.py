@@ -46,7 +46,8 @@ from enforcer.cgroups import driver as cgdriver
 from enforcer.counters import AllocationCounters
 from enforcer.engine import builder
 from enforcer.engine.config import NodeConfig
-from enforcer.engine.node import Decision, NodeEngine, PodRecord, RemoveResult, ResizeDecision, UnknownPodError
+from enforcer.engine.node import Decision, NodeEngine, RemoveResult, ResizeDecision, UnknownPodError
+from enforcer.engine.records import PodRecord
 from enforcer.engine.view import PodView
 from enforcer.service import admission_metrics, legality, models, wire
 from enforcer.service.errors import (

@@ -44,7 +44,8 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from enforcer.engine import podcodec
-from enforcer.engine.node import NodeEngine, PendingResize, PodRecord
+from enforcer.engine.node import NodeEngine
+from enforcer.engine.records import PendingResize, PodRecord
 from enforcer.state import journal
 
 log = logging.getLogger(__name__)

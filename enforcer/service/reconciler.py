@@ -52,14 +52,14 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Collection, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Literal
 
 from enforcer.cgroups import driver as cgdriver
 from enforcer.cgroups import errors as cgerrors
-from enforcer.cgroups import naming, reconcile
+from enforcer.cgroups import hierarchy, naming, reconcile
 from enforcer.cgroups import resize as cgresize
 from enforcer.engine.view import ContainerView, PodView
 from enforcer.service import models
@@ -325,6 +325,20 @@ class Reconciler:
                 self._actuate_resize(job)
             return self._run(None, trigger)
 
+    def program(self, targets: Sequence[reconcile.CgroupTarget]) -> reconcile.ReconcileReport:
+        """Drive ``targets`` now, serialised with the worker's passes (the runtime hook's entry point).
+
+        Untracked v1 children are contained first (:mod:`enforcer.cgroups.hierarchy`); the caller gets the
+        report and decides what a failure means for it.  Raises CgroupError for targets that cannot be ordered.
+        """
+        with self._run_lock:
+            report = reconcile.reconcile(hierarchy.with_untracked_children(targets, self.driver), self.driver)
+        self._metrics.cgroup_writes.inc(len(report.applied))
+        self._metrics.count_divergences(d.field for d in report.divergences)
+        if report.failures:
+            self._metrics.reconcile_errors.labels(kind="write").inc(len(report.failures))
+        return report
+
     def _run(self, uids: Collection[str] | None, trigger: Trigger) -> reconcile.ReconcileReport:
         state = self._desired(uids)
         owners: dict[str, str] = {}
@@ -343,7 +357,7 @@ class Reconciler:
                     owners[target.path] = pod.uid
                     targets.append(target)
         try:
-            report = reconcile.reconcile(targets, self.driver)
+            report = reconcile.reconcile(hierarchy.with_untracked_children(targets, self.driver), self.driver)
         except cgerrors.CgroupError as err:
             self._metrics.reconcile_errors.labels(kind="reconcile").inc()
             log.error("cgroup reconcile failed", extra={"error": err.message, "trigger": trigger})

@@ -18,7 +18,9 @@ from dataclasses import dataclass, field
 
 from enforcer.cgroups import driver as cgdriver
 from enforcer.errors import ConfigError
-from enforcer.service import kube, startup
+from enforcer.hooks import service as hooks
+from enforcer.hooks.service import HookService
+from enforcer.service import kube, kubelet_check, startup
 from enforcer.service.cluster_status import ClusterStatus, KubernetesPodAnnotator
 from enforcer.service.metrics import EnforcerMetrics
 from enforcer.service.node_service import NodeService
@@ -36,6 +38,7 @@ class RunningNode:
     claim: checkpoint.StateClaim
     watcher: kube.PodWatcher | None = None
     cluster_status: ClusterStatus | None = None
+    hooks: HookService | None = None
     _stop: threading.Event = field(default_factory=threading.Event)
     _threads: list[threading.Thread] = field(default_factory=list)
 
@@ -43,6 +46,8 @@ class RunningNode:
         self._stop.set()
         if self.cluster_status is not None:
             self.cluster_status.poke()  # wake its loop so it sees the stop
+        if self.hooks is not None:
+            self.hooks.stop()
         self.service.reconciler.stop()
         for thread in self._threads:
             thread.join(timeout=2.0)  # a watch blocked on the API server ends with its window; it is a daemon
@@ -59,6 +64,10 @@ def start(
     cluster_status: ClusterStatus | None = None,
 ) -> RunningNode:
     """Everything the API needs, running; raises ConfigError when the node cannot work as configured."""
+    if settings.kubelet_config_check:
+        kubelet_check.check(
+            settings.kubelet_config_file, settings.node_config, cgroup_driver=settings.cgroup_driver
+        )
     topology = startup.load_topology(settings)
     store = journal.JournaledStore(settings.state_path)
     try:
@@ -83,6 +92,12 @@ def start(
     node = RunningNode(service, claim)
     service.reconciler.run_all("startup")
     service.reconciler.start(settings.reconcile_interval)
+    if settings.hook_socket is not None:
+        try:
+            node.hooks = _start_hooks(settings, service, metrics)
+        except BaseException:
+            node.stop()
+            raise
     if not settings.standalone:
         source = pod_source if pod_source is not None else _cluster_source(settings)
         node.watcher = kube.PodWatcher(
@@ -115,6 +130,23 @@ def freeze_startup_heap() -> None:
     """
     gc.collect()
     gc.freeze()
+
+
+def _start_hooks(settings: EnforcerSettings, service: NodeService, metrics: EnforcerMetrics) -> HookService:
+    assert settings.hook_socket is not None
+    try:
+        return hooks.start(
+            socket_path=settings.hook_socket,
+            deadline=settings.hook_deadline,
+            reconciler=service.reconciler,
+            desired=service.desired_state,
+            cgroup_version=settings.cgroup_version,
+            registry=metrics.registry,
+            watch_mode=settings.rewrite_watch,
+            proc_root=settings.proc_root,
+        )
+    except OSError as err:
+        raise ConfigError(f"hookSocket {settings.hook_socket}: {err.strerror or err}") from None
 
 
 def _cluster_status(settings: EnforcerSettings, service: NodeService) -> ClusterStatus:

@@ -67,6 +67,9 @@ _PATH_FIELDS = (
     "token_file",
     "state_dir",
     "cgroup_root",
+    "hook_socket",
+    "kubelet_config_file",
+    "proc_root",
 )
 # Fields whose environment value is a JSON/YAML document rather than a scalar.
 _STRUCTURED_FIELDS = frozenset({"kubelet", "topology_document"})
@@ -105,6 +108,14 @@ class EnforcerSettings(BaseModel):
     container_runtime: ContainerRuntime = "containerd"
     dry_run_cgroups: bool = False  # record and log cgroup writes instead of making them
     reconcile_interval: float = Field(default=30.0, ge=0)  # seconds between drift repairs; 0: only after changes
+
+    # -- the runtime hook (docs/runtime-hook.md) and the other writers
+    hook_socket: Path | None = None  # serve `numaguard oci-hook` on this unix socket (mode 0600, root only)
+    hook_deadline: float = Field(default=2.0, gt=0, le=30)  # seconds a hook connection may take
+    rewrite_watch: Literal["auto", "inotify", "poll"] = "auto"  # how foreign rewrites of hooked cgroups are seen
+    kubelet_config_file: Path | None = None  # None: /var/lib/kubelet/config.yaml when it exists
+    kubelet_config_check: bool = True  # refuse to start when the kubelet's own managers or reservations clash
+    proc_root: Path = Path("/proc")  # the host's procfs (a hostPath mount of /proc without hostPID)
 
     # -- the cluster
     standalone: bool = False  # no Kubernetes API: allocations are released only by DELETE

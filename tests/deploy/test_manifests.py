@@ -308,7 +308,24 @@ def test_enforcer_gets_only_the_host_access_it_justifies() -> None:
     assert security["privileged"] is False and security["allowPrivilegeEscalation"] is False
     assert security["capabilities"] == {"drop": ["ALL"]} and security["readOnlyRootFilesystem"] is True
     host_paths = {v["name"]: v["hostPath"]["path"] for v in spec["volumes"] if "hostPath" in v}
-    assert host_paths == {"sys": "/sys", "cgroup": "/sys/fs/cgroup", "state": "/var/lib/numaguard"}
+    assert host_paths == {
+        "sys": "/sys",
+        "cgroup": "/sys/fs/cgroup",
+        "state": "/var/lib/numaguard",
+        # the runtime hook (docs/runtime-hook.md): its socket, the host's pids, the kubelet's config,
+        # and what the install-hook initContainer reads (/) and writes (the hook, containerd's base spec)
+        "hook-socket": "/run/numaguard",
+        "host-proc": "/proc",
+        "kubelet-config": "/var/lib/kubelet/config.yaml",
+        "host-root": "/",
+        "hook-bin": "/opt/numaguard",
+        "runtime-config": "/etc/containerd",
+    }
+    assert all(m["readOnly"] for m in container["volumeMounts"] if m["name"] in ("host-proc", "kubelet-config"))
+    [installer] = spec["initContainers"]
+    assert installer["command"][:2] == ["numaguard", "install-hook"]
+    assert installer["securityContext"]["capabilities"] == {"drop": ["ALL"], "add": ["SYS_CHROOT"]}
+    assert {m["name"]: m.get("readOnly", False) for m in installer["volumeMounts"]}["host-root"] is True
     mounts = {m["name"]: m for m in container["volumeMounts"]}
     assert mounts["sys"]["readOnly"] is True
     assert mounts["state"]["mountPath"] == "/var/lib/numaguard"
