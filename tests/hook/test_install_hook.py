@@ -11,9 +11,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hook_kit import HookNode, guaranteed
 from runc_kit import containerd_annotations, crio_annotations, unique
 
-from conftest import HookNode, guaranteed
 from numaguard_cli import install_hook, main
 
 OCI_STAGES = {"prestart", "createRuntime", "createContainer", "startContainer", "poststart", "poststop"}

@@ -15,9 +15,9 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
+from hook_kit import HookNode, guaranteed
 from runc_kit import CGROUP_MOUNT, allowed_of, containerd_annotations, hook_args, remove_cgroup_tree, unique, unusable
 
-from conftest import HookNode, guaranteed
 from enforcer.cgroups import watch
 from enforcer.cgroups.reconcile import CgroupTarget, ReconcileReport
 

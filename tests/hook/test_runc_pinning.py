@@ -13,9 +13,8 @@ import uuid
 from pathlib import Path
 
 import pytest
+from hook_kit import HookNode, guaranteed, pod_level
 from runc_kit import RuncRun, allowed_of, containerd_annotations, crio_annotations, hook_args, unique
-
-from conftest import HookNode, guaranteed, pod_level
 
 pytestmark = pytest.mark.kernel
 
