@@ -75,7 +75,11 @@ class EnforcerClient:
     async def allocate(
         self, base_url: str, request: contract.AllocationRequest, *, node: str, budget: float, request_id: str = ""
     ) -> contract.Allocation:
-        """The node's allocation of the pod (the existing one when the uid is already admitted)."""
+        """The node's allocation of the pod (the existing one when the uid is already admitted).
+
+        ``request_id`` (the admission request uid) is also the attempt the allocation is claimed for:
+        :meth:`release` with the same ``attempt`` withdraws only this claim.
+        """
         response = await self._call(
             "allocate",
             f"{base_url}/allocations",
@@ -85,11 +89,18 @@ class EnforcerClient:
             budget=budget,
             idempotent=True,
             request_id=request_id,
+            attempt_id=request_id,
         )
         return self._parse(response, contract.Allocation, node=node, call="allocate", ok=(200, 201))
 
-    async def release(self, base_url: str, uid: str, *, node: str, budget: float, request_id: str = "") -> None:
-        """Release the pod's allocation (idempotent); errors are raised like the other calls."""
+    async def release(
+        self, base_url: str, uid: str, *, node: str, budget: float, request_id: str = "", attempt: str = ""
+    ) -> None:
+        """Release the pod's allocation (idempotent); errors are raised like the other calls.
+
+        With ``attempt`` only that binding attempt's claim is withdrawn (the node keeps an allocation another
+        attempt, e.g. the scheduler's retry, relies on); without it the allocation goes unconditionally.
+        """
         started = time.monotonic()
         headers = {"Accept": "application/json", BUDGET_HEADER: str(int(budget * 1000))}
         if request_id:
@@ -99,6 +110,7 @@ class EnforcerClient:
             async with asyncio.timeout(budget):
                 response = await self._client.delete(
                     f"{base_url}/allocations/{quote(uid, safe='')}",
+                    params={contract.ATTEMPT_PARAM: attempt} if attempt else None,
                     headers=headers,
                     timeout=httpx.Timeout(budget),
                     extensions=extensions,
@@ -152,6 +164,7 @@ class EnforcerClient:
         budget: float,
         idempotent: bool,
         request_id: str,
+        attempt_id: str = "",
     ) -> httpx.Response:
         started = time.monotonic()
         deadline = started + budget
@@ -159,6 +172,8 @@ class EnforcerClient:
         headers = {"Content-Type": "application/json", "Accept": "application/json"}
         if request_id:
             headers["X-Request-Id"] = request_id
+        if attempt_id:
+            headers[contract.ATTEMPT_HEADER] = attempt_id
         extensions = {"sni_hostname": self._server_name} if self._server_name else None
         failure: errors.EnforcerError | None = None
         for attempt in range(attempts):

@@ -26,7 +26,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from enforcer.cgroups import driver as cgdriver
 from enforcer.engine.node import PodConflictError, UnknownPodError
 from enforcer.errors import EnforcerError
-from enforcer.service import auth, deps, kube, routes, runtime, ui
+from enforcer.service import attempts, auth, deps, kube, routes, runtime, ui
 from enforcer.service import errors as service_errors
 from enforcer.service.metrics import EnforcerMetrics
 from enforcer.service.settings import EnforcerSettings
@@ -48,6 +48,7 @@ _STATUS: tuple[tuple[type[EnforcerError], int], ...] = (
     (service_errors.StateWriteError, 503),
     (service_errors.NotReadyError, 503),
     (service_errors.DeadlineExceededError, 503),
+    (attempts.AttemptWithdrawnError, 409),
 )
 
 
@@ -173,6 +174,7 @@ def create_app(
     )
     app.state.settings = settings
     app.state.metrics = metrics
+    app.state.attempt_claims = attempts.AttemptClaims()
     token_file = auth.TokenFile(settings.token_file) if settings.token_file is not None else None
     app.state.authenticator = auth.Authenticator(token_file)
     app.include_router(routes.router)

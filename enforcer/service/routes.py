@@ -21,7 +21,7 @@ from fastapi import APIRouter, Header, Query, Response
 from pydantic import BaseModel
 
 from enforcer.service import models, requests
-from enforcer.service.deps import Reader, Service, Writer
+from enforcer.service.deps import Claims, Reader, Service, Writer
 from enforcer.service.errors import WrongNodeError
 from enforcer.service.metrics import CONTENT_TYPE
 from shared import contract
@@ -64,9 +64,14 @@ def _json(body: BaseModel, status_code: int = 200) -> Response:
 async def allocate(
     body: contract.AllocationRequest,
     service: Service,
+    claims: Claims,
     _: Writer,
     budget_ms: Annotated[
         int | None, Header(alias=contract.BUDGET_HEADER, ge=1, description="How long the caller still waits (ms)")
+    ] = None,
+    attempt: Annotated[
+        str | None,
+        Header(alias=contract.ATTEMPT_HEADER, max_length=128, description="The binding attempt (admission uid)"),
     ] = None,
 ) -> Any:
     # decide nothing the caller will no longer wait for (a little early: its answer must still travel back)
@@ -76,7 +81,13 @@ async def allocate(
             f"this enforcer serves node {service.node_name!r}, not {body.node_name!r}", field="nodeName"
         )
     pod = requests.pod_resources(body.pod, pod_level_resources=service.config.gates.pod_level_resources)
-    outcome = await service.allocate_async(pod, deadline=deadline)
+    if not attempt:
+        outcome = await service.allocate_async(pod, deadline=deadline)
+        return _json(outcome.allocation, 201 if outcome.created else 200)
+    async with claims.serialised(pod.uid):
+        claims.check_not_withdrawn(pod.uid, attempt)
+        outcome = await service.allocate_async(pod, deadline=deadline)
+        claims.claim(pod.uid, attempt, created=outcome.created)
     return _json(outcome.allocation, 201 if outcome.created else 200)
 
 
@@ -109,10 +120,28 @@ def get_allocation(uid: str, service: Service, _: Reader) -> Any:
     response_model=models.ReleaseResult,
     tags=["allocations"],
     summary="Release a pod's allocation (idempotent: released=false when nothing was held)",
+    description=(
+        "With `attempt`, only that binding attempt's claim is withdrawn: the allocation is released when no "
+        "other attempt claims it (a late release of a timed-out binding never removes its retry's allocation)."
+    ),
     responses={**UNAUTHENTICATED, **FORBIDDEN, **UNAVAILABLE},
 )
-async def release(uid: str, service: Service, _: Writer) -> Any:
-    return _json(await service.release_async(uid))
+async def release(
+    uid: str,
+    service: Service,
+    claims: Claims,
+    _: Writer,
+    attempt: Annotated[
+        str | None, Query(alias=contract.ATTEMPT_PARAM, max_length=128, description="withdraw only this attempt")
+    ] = None,
+) -> Any:
+    if not attempt:
+        claims.forget(uid)
+        return _json(await service.release_async(uid))
+    async with claims.serialised(uid):
+        if not claims.withdraw(uid, attempt):
+            return _json(models.ReleaseResult(released=False))
+        return _json(await service.release_async(uid))
 
 
 @router.post(

@@ -14,7 +14,8 @@ from webhook import discovery, errors, plan, settings
 
 def test_defaults_deny_on_unreachable_enforcers_with_a_3s_budget_inside_10s() -> None:
     config = settings.load(env={})
-    assert (config.failure_mode, config.unknown_pod_mode) == ("deny", "deny")
+    assert (config.failure_mode, config.effective_unknown_pod_mode()) == ("deny", "allow")  # podSource seen
+    assert settings.load(env={"WEBHOOK_POD_SOURCE": "kubernetes"}).effective_unknown_pod_mode() == "deny"
     assert (config.timeout_seconds, config.enforcer_budget_seconds) == (10, 3.0)
     assert config.max_body_bytes == 3 * 1024 * 1024
     assert config.listen_address() == ("0.0.0.0", 8443)
