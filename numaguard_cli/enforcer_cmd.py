@@ -110,6 +110,7 @@ def run(args: argparse.Namespace) -> int:
         cert_reloader=reloader,
         cert_check_interval=settings.cert_check_interval,
         log_level=settings.log_level,
+        header_timeout=settings.header_timeout_seconds,
     )
 
 

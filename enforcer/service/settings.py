@@ -101,6 +101,7 @@ class EnforcerSettings(BaseModel):
     client_identities: dict[str, ClientRole] = Field(default_factory=lambda: dict(DEFAULT_CLIENT_IDENTITIES))
     # Request bodies beyond this are refused with 413 before they are read (a Pod object is at most ~1.5 MiB).
     max_body_bytes: int = Field(default=2 * 1024 * 1024, gt=0)
+    header_timeout_seconds: float = Field(default=10.0, gt=0)  # connection accepted -> complete request head
     api_docs: bool = False  # serve /openapi.json, /docs, /redoc (behind the reader role) for development
     cert_check_interval: float = Field(default=30.0, gt=0)
     log_level: str = "info"
