@@ -95,7 +95,9 @@ def _cluster_parts(settings: WebhookSettings, parts: Components) -> _ClusterPart
 
     api = parts.kube_api if parts.kube_api is not None else kube.api_client()
     if want_directory:
-        directory = discovery.DaemonSetDirectory(settings.enforcer_port)
+        directory = discovery.DaemonSetDirectory(
+            settings.enforcer_port, absent_grace_seconds=settings.enforcer_absent_grace_seconds
+        )
         found.watches.append(
             kube.enforcer_pods_watch(
                 api, directory, namespace=settings.enforcer_namespace, selector=settings.enforcer_selector

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import copy
 import functools
+import os
 import shutil
 import subprocess
 from collections.abc import Iterator
@@ -22,6 +23,7 @@ import celpy
 import kubernetes_validate  # type: ignore[import-untyped]
 import pytest
 import yaml
+from celpy import celtypes
 from celpy.adapter import json_to_cel
 
 from enforcer.engine import builder
@@ -50,9 +52,7 @@ def documents(path: Path) -> list[dict[str, Any]]:
 def object_files() -> list[Path]:
     """Every manifest file holding cluster objects (not kustomization files, not service configs)."""
     return sorted(
-        p
-        for p in MANIFESTS.rglob("*.yaml")
-        if p.name != "kustomization.yaml" and BASE / "config" not in p.parents
+        p for p in MANIFESTS.rglob("*.yaml") if p.name != "kustomization.yaml" and BASE / "config" not in p.parents
     )
 
 
@@ -84,8 +84,10 @@ def validate_or_skip_crd(doc: dict[str, Any]) -> None:
 
 @pytest.mark.parametrize(
     "doc",
-    [pytest.param(doc, id=f"{path.relative_to(MANIFESTS)}:{doc['kind']}/{doc['metadata']['name']}")
-     for path, doc in all_objects()],
+    [
+        pytest.param(doc, id=f"{path.relative_to(MANIFESTS)}:{doc['kind']}/{doc['metadata']['name']}")
+        for path, doc in all_objects()
+    ],
 )
 def test_every_manifest_document_validates_against_the_kubernetes_1_36_schema(doc: dict[str, Any]) -> None:
     validate_or_skip_crd(doc)
@@ -164,9 +166,8 @@ class HookCase:
 HOOK_CASES = [
     HookCase("MutatingWebhookConfiguration", "CREATE", "pods", "Ignore"),
     HookCase("MutatingWebhookConfiguration", "CREATE", "pods/binding", "Fail"),
-    HookCase("MutatingWebhookConfiguration", "UPDATE", "pods/resize", "Fail"),
-    HookCase("MutatingWebhookConfiguration", "UPDATE", "pods", "Ignore"),
-    HookCase("ValidatingWebhookConfiguration", "CREATE", "pods", "Fail"),
+    # issue 12: a resize is decided once (validating hook); the pods UPDATE hook did nothing and is gone; the
+    # CREATE validation that must hold while the webhook is down is the ValidatingAdmissionPolicy, not a Fail hook
     HookCase("ValidatingWebhookConfiguration", "UPDATE", "pods/resize", "Fail"),
 ]
 
@@ -193,9 +194,8 @@ def test_every_hook_shares_the_safety_settings() -> None:
             "path": "/mutate" if kind.startswith("Mutating") else "/validate",
             "port": 443,
         }
-        [excluded] = hook["namespaceSelector"]["matchExpressions"]
-        assert excluded["key"] == "kubernetes.io/metadata.name" and excluded["operator"] == "NotIn"
-        assert {"kube-system", "numaguard"} <= set(excluded["values"])
+        # opt-in: only namespaces labelled for it (no system namespace is, nor numaguard's own, whatever its name)
+        assert hook["namespaceSelector"] == {"matchLabels": {"numaguard.io/admission": "enabled"}}
         if kind.startswith("Mutating"):
             assert hook["reinvocationPolicy"] == "IfNeeded"
 
@@ -222,12 +222,18 @@ MATCH_CASES = [
     ("no resources anywhere", pod({"containers": [{"name": "app", "image": "x", "resources": {}}]}), False),
     ("resources key absent", pod({"containers": [{"name": "app", "image": "x"}]}), False),
     ("container requests", pod({"containers": [{"name": "app", "resources": {"requests": {"cpu": "2"}}}]}), True),
-    ("container limits only", pod({"containers": [{"name": "app", "resources": {"limits": {"memory": "1Gi"}}}]}),
-     True),
+    ("container limits only", pod({"containers": [{"name": "app", "resources": {"limits": {"memory": "1Gi"}}}]}), True),
     ("pod-level resources", pod({"resources": {"limits": {"cpu": "4"}}, "containers": [{"name": "app"}]}), True),
-    ("init container only",
-     pod({"initContainers": [{"name": "init", "resources": {"requests": {"cpu": "1"}}}],
-          "containers": [{"name": "app", "resources": {}}]}), True),
+    (
+        "init container only",
+        pod(
+            {
+                "initContainers": [{"name": "init", "resources": {"requests": {"cpu": "1"}}}],
+                "containers": [{"name": "app", "resources": {}}],
+            }
+        ),
+        True,
+    ),
     ("empty init containers", pod({"initContainers": [], "containers": [{"name": "app", "resources": {}}]}), False),
 ]
 
@@ -238,7 +244,7 @@ def test_match_conditions_skip_exactly_the_pods_that_request_nothing(
 ) -> None:
     env = celpy.Environment()
     conditioned = [(kind, hook) for kind, hook in hooks() if hook.get("matchConditions")]
-    assert len(conditioned) == 5  # every hook but the binding one, whose object is a Binding
+    assert len(conditioned) == 1  # the resize hook; CREATE sees every pod (podSource seen must know them all)
     for _, hook in conditioned:
         [condition] = hook["matchConditions"]
         program = env.program(env.compile(condition["expression"]))
@@ -324,8 +330,11 @@ def test_enforcer_is_told_its_node_name_from_the_downward_api() -> None:
     ("kind", "name", "expected"),
     [
         ("Deployment", "numaguard-webhook", ["numaguard", "webhook", "--config", "/etc/numaguard/webhook.yaml"]),
-        ("DaemonSet", "numaguard-enforcer", ["numaguard", "enforcer", "--config", "/etc/numaguard/enforcer.yaml",
-                                             "--node-name", "$(NODE_NAME)"]),
+        (
+            "DaemonSet",
+            "numaguard-enforcer",
+            ["numaguard", "enforcer", "--config", "/etc/numaguard/enforcer.yaml", "--node-name", "$(NODE_NAME)"],
+        ),
     ],
 )
 def test_container_command_lines_name_existing_subcommands(kind: str, name: str, expected: list[str]) -> None:
@@ -403,7 +412,9 @@ def test_service_monitors_use_secrets_the_cert_manager_component_issues() -> Non
     for monitor in monitors:
         assert set(secret_names(monitor["spec"])) <= issued
     enforcer_tls = the("ServiceMonitor", "numaguard-enforcer")["spec"]["endpoints"][0]["tlsConfig"]
-    assert enforcer_tls["cert"]["secret"]["name"] == "numaguard-operator-client-tls"  # /metrics is authenticated
+    assert (
+        enforcer_tls["cert"]["secret"]["name"] == "numaguard-metrics-client-tls"
+    )  # read-only identity  # /metrics is authenticated
 
 
 def test_cert_manager_certificates_match_the_cli_bundle() -> None:
@@ -421,7 +432,10 @@ def test_webhook_config_loads_and_agrees_with_the_hooks_and_certificates() -> No
     binding = rules_of("MutatingWebhookConfiguration")[("CREATE", "pods/binding")]
     assert loaded.timeout_seconds == binding["timeoutSeconds"]
     assert loaded.listen_address()[1] == 8443
-    assert loaded.enforcer_server_name in certs.service_dns_names(certs.ENFORCER_SERVICE, "numaguard")
+    assert loaded.enforcer_server_name is None  # derived from the pod's namespace (downward API)
+    [container] = pod_spec("Deployment", "numaguard-webhook")["containers"]
+    env = {e["name"]: e for e in container["env"]}
+    assert env["WEBHOOK_ENFORCER_NAMESPACE"]["valueFrom"] == {"fieldRef": {"fieldPath": "metadata.namespace"}}
     assert loaded.enforcer_selector == "app.kubernetes.io/name=numaguard-enforcer"
     enforcer_labels = the("DaemonSet", "numaguard-enforcer")["spec"]["template"]["metadata"]["labels"]
     assert enforcer_labels["app.kubernetes.io/name"] == "numaguard-enforcer"
@@ -468,11 +482,8 @@ def test_enforcer_rbac_is_exactly_its_needs() -> None:
         ("", "pods", "get"),
         ("", "pods", "list"),
         ("", "pods", "watch"),
-        ("", "pods", "patch"),
-        ("topology.node.k8s.io", "noderesourcetopologies", "get"),
-        ("topology.node.k8s.io", "noderesourcetopologies", "create"),
-        ("topology.node.k8s.io", "noderesourcetopologies", "update"),
-    }
+        ("", "pods", "patch"),  # narrowed to its own node's pods by numaguard-enforcer-own-node
+    }  # NodeResourceTopology rules live only in optional/node-resource-topology
 
 
 def test_webhook_rbac_only_reads_pods() -> None:
@@ -487,3 +498,92 @@ def test_role_bindings_name_existing_service_accounts_and_roles(binding_kind: st
     for _, binding in ((p, d) for p, d in all_objects() if d["kind"] == binding_kind):
         assert (binding["roleRef"]["kind"], binding["roleRef"]["name"]) in roles
         assert all(s["name"] in accounts and s["namespace"] == "numaguard" for s in binding["subjects"])
+
+
+# -- issue 12: scope, priorities, namespace-agnostic builds, the enforcer's own-node policy -------------------
+
+
+def test_the_daemonset_and_the_webhook_run_at_system_critical_priority() -> None:
+    assert pod_spec("DaemonSet", "numaguard-enforcer")["priorityClassName"] == "system-node-critical"
+    assert pod_spec("Deployment", "numaguard-webhook")["priorityClassName"] == "system-cluster-critical"
+
+
+def test_numaguard_opts_its_own_namespace_out_and_the_policies_select_the_same_namespaces() -> None:
+    assert the("Namespace")["metadata"]["labels"]["numaguard.io/admission"] == "disabled"
+    policy = the("ValidatingAdmissionPolicy", "numaguard-pod-resources")
+    assert policy["spec"]["matchConstraints"]["namespaceSelector"] == {
+        "matchLabels": {"numaguard.io/admission": "enabled"}
+    }
+
+
+def test_a_kustomize_namespace_carries_through_every_reference(tmp_path: Path) -> None:
+    """Finding 8: `namespace: platform-numa` left the webhook's own namespace unexcluded and references behind."""
+    if KUBECTL is None:
+        pytest.skip("kubectl is not installed")
+    (tmp_path / "kustomization.yaml").write_text(
+        yaml.safe_dump({"namespace": "platform-numa", "resources": [os.path.relpath(BASE, tmp_path)]})
+    )
+    built = kustomize(tmp_path)
+    namespaced = [d for d in built if d["metadata"].get("namespace") is not None]
+    assert namespaced and {d["metadata"]["namespace"] for d in namespaced} == {"platform-numa"}
+    for doc in built:
+        if doc["kind"].endswith("WebhookConfiguration"):
+            for hook in doc["webhooks"]:
+                assert hook["clientConfig"]["service"]["namespace"] == "platform-numa"
+                assert hook["namespaceSelector"] == {"matchLabels": {"numaguard.io/admission": "enabled"}}
+        if doc["kind"] in ("ClusterRoleBinding", "RoleBinding"):
+            assert {s["namespace"] for s in doc["subjects"]} == {"platform-numa"}
+    [namespace] = [d for d in built if d["kind"] == "Namespace"]
+    assert namespace["metadata"]["labels"]["numaguard.io/admission"] == "disabled"  # still opted out
+    [config] = [d for d in built if d["kind"] == "ConfigMap" and "webhook.yaml" in d.get("data", {})]
+    assert "numaguard.svc" not in config["data"]["webhook.yaml"]  # the enforcer's name comes from the pod
+
+
+OWN_NODE_REQUEST = {
+    "userInfo": {
+        "username": "system:serviceaccount:numaguard:numaguard-enforcer",
+        "extra": {"authentication.kubernetes.io/node-name": ["worker-1"]},
+    }
+}
+
+
+def _pod_on(node: str, annotations: dict[str, str], labels: dict[str, str] | None = None) -> dict[str, Any]:
+    return {
+        "metadata": {"name": "p", "annotations": annotations, "labels": labels or {"app": "x"}},
+        "spec": {"nodeName": node, "containers": [{"name": "c"}]},
+    }
+
+
+OWN_NODE_CASES = [
+    (
+        "own node, numaguard annotation",
+        _pod_on("worker-1", {}),
+        _pod_on("worker-1", {"numaguard.io/resize": "x"}),
+        True,
+    ),
+    ("another node", _pod_on("worker-2", {}), _pod_on("worker-2", {"numaguard.io/resize": "x"}), False),
+    ("a foreign annotation", _pod_on("worker-1", {}), _pod_on("worker-1", {"team": "evil"}), False),
+    ("a label", _pod_on("worker-1", {}), _pod_on("worker-1", {}, {"app": "y"}), False),
+]
+
+
+@pytest.mark.parametrize(("description", "old", "new", "allowed"), OWN_NODE_CASES, ids=[c[0] for c in OWN_NODE_CASES])
+def test_the_enforcer_may_only_annotate_pods_of_its_own_node(
+    description: str, old: dict[str, Any], new: dict[str, Any], allowed: bool
+) -> None:
+    policy = the("ValidatingAdmissionPolicy", "numaguard-enforcer-own-node")["spec"]
+    env = celpy.Environment()
+    activation: dict[str, Any] = {
+        "request": json_to_cel(OWN_NODE_REQUEST),
+        "object": json_to_cel(new),
+        "oldObject": json_to_cel(old),
+    }
+    [condition] = policy["matchConditions"]
+    assert bool(env.program(env.compile(condition["expression"])).evaluate(activation))
+    variables = celtypes.MapType({})
+    for variable in policy["variables"]:
+        value = env.program(env.compile(variable["expression"])).evaluate({**activation, "variables": variables})
+        variables = celtypes.MapType({**variables, celtypes.StringType(variable["name"]): value})
+    activation["variables"] = variables
+    verdicts = [bool(env.program(env.compile(v["expression"])).evaluate(activation)) for v in policy["validations"]]
+    assert all(verdicts) is allowed, verdicts
