@@ -59,13 +59,16 @@ def start(
 ) -> RunningNode:
     """Everything the API needs, running; raises ConfigError when the node cannot work as configured."""
     topology = startup.load_topology(settings)
+    startup.check_state_dir(settings.state_path.parent)
     store = checkpoint.CheckpointStore(settings.state_path)
     try:
         claim = store.claim()
     except state_errors.CheckpointError as err:
         raise ConfigError(err.message) from None
     try:
-        loaded = startup.load_state(store, topology, settings.node_config)
+        loaded = startup.load_state(store, topology, settings.node_config, identity=startup.current_identity(settings))
+        if loaded.started_empty_after_state:
+            metrics.state_started_empty.inc()
         service = NodeService(
             node_name=settings.node_name,
             topology=topology,
