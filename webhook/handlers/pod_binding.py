@@ -109,9 +109,11 @@ RELEASE_BUDGET_SECONDS = 5.0
 
 
 async def finish_pending_releases() -> None:
-    """Wait for releases still in flight (app shutdown), each bounded by its own budget."""
-    if _PENDING_RELEASES:
-        await asyncio.gather(*_PENDING_RELEASES, return_exceptions=True)
+    """Wait for this event loop's releases still in flight (app shutdown), each bounded by its own budget."""
+    loop = asyncio.get_running_loop()
+    mine = [task for task in _PENDING_RELEASES if task.get_loop() is loop]
+    if mine:
+        await asyncio.gather(*mine, return_exceptions=True)
 
 
 def _release_later(services: Services, url: str, target: binding.BindingTarget, request_id: str) -> None:
