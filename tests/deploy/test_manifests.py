@@ -38,6 +38,7 @@ from webhook import settings as webhook_settings
 REPO = Path(__file__).resolve().parents[2]
 MANIFESTS = REPO / "manifests"
 BASE = MANIFESTS / "base"
+APISERVER = MANIFESTS / "apiserver"  # files for the apiserver's own flags, not cluster objects
 K8S_VERSION = "1.36.0"
 CRD_GROUPS = {"cert-manager.io", "monitoring.coreos.com"}
 KUSTOMIZE_BUILDS = [MANIFESTS, MANIFESTS / "overlays" / "cert-manager", MANIFESTS / "overlays" / "monitoring"]
@@ -52,7 +53,9 @@ def documents(path: Path) -> list[dict[str, Any]]:
 def object_files() -> list[Path]:
     """Every manifest file holding cluster objects (not kustomization files, not service configs)."""
     return sorted(
-        p for p in MANIFESTS.rglob("*.yaml") if p.name != "kustomization.yaml" and BASE / "config" not in p.parents
+        p
+        for p in MANIFESTS.rglob("*.yaml")
+        if p.name != "kustomization.yaml" and BASE / "config" not in p.parents and APISERVER not in p.parents
     )
 
 
@@ -587,3 +590,16 @@ def test_the_enforcer_may_only_annotate_pods_of_its_own_node(
     activation["variables"] = variables
     verdicts = [bool(env.program(env.compile(v["expression"])).evaluate(activation)) for v in policy["validations"]]
     assert all(verdicts) is allowed, verdicts
+
+
+def test_the_apiserver_admission_configuration_names_the_webhook_service() -> None:
+    admission, kubeconfig = documents(APISERVER / "admission-configuration.yaml")
+    assert admission["kind"] == "AdmissionConfiguration"
+    plugins = {p["name"]: p["configuration"] for p in admission["plugins"]}
+    assert set(plugins) == {"MutatingAdmissionWebhook", "ValidatingAdmissionWebhook"}
+    assert {c["kubeConfigFile"] for c in plugins.values()} == {
+        "/etc/kubernetes/admission/numaguard-webhook-kubeconfig.yaml"
+    }
+    service = the("Service", "numaguard-webhook")
+    [user] = kubeconfig["users"]
+    assert user["name"] == f"numaguard-webhook.{service['metadata']['namespace']}.svc:443"
