@@ -603,3 +603,26 @@ def test_the_apiserver_admission_configuration_names_the_webhook_service() -> No
     service = the("Service", "numaguard-webhook")
     [user] = kubeconfig["users"]
     assert user["name"] == f"numaguard-webhook.{service['metadata']['namespace']}.svc:443"
+
+
+@pytest.mark.parametrize("overlay", ["cert-manager", "monitoring"])
+def test_a_copy_of_an_overlay_with_another_namespace_renames_every_reference(tmp_path: Path, overlay: str) -> None:
+    """Finding 8: cert-manager's inject-ca-from kept pointing at numaguard/ after re-namespacing."""
+    if KUBECTL is None:
+        pytest.skip("kubectl is not installed")
+    source = MANIFESTS / "overlays" / overlay
+    document = yaml.safe_load((source / "kustomization.yaml").read_text())
+    document["namespace"] = "platform-numa"
+    document["resources"] = [os.path.relpath(source / r, tmp_path) for r in document["resources"]]
+    document["components"] = [os.path.relpath(source / c, tmp_path) for c in document["components"]]
+    (tmp_path / "kustomization.yaml").write_text(yaml.safe_dump(document))
+    built = kustomize(tmp_path)
+    text = yaml.safe_dump_all(built)
+    for stale in ("numaguard.svc", "-webhook.numaguard", "-enforcer.numaguard", "namespace: numaguard\n"):
+        assert stale not in text, stale
+    for doc in built:
+        if doc["kind"].endswith("WebhookConfiguration"):
+            annotation = doc["metadata"]["annotations"]["cert-manager.io/inject-ca-from"]
+            assert annotation == "platform-numa/numaguard-webhook-tls"
+        if doc["kind"] == "Certificate" and doc["metadata"]["name"] == "numaguard-webhook-tls":
+            assert "numaguard-webhook.platform-numa.svc" in doc["spec"]["dnsNames"]
