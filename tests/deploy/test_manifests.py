@@ -39,6 +39,7 @@ REPO = Path(__file__).resolve().parents[2]
 MANIFESTS = REPO / "manifests"
 BASE = MANIFESTS / "base"
 APISERVER = MANIFESTS / "apiserver"  # files for the apiserver's own flags, not cluster objects
+OPT_OUT = MANIFESTS / "components" / "opt-out"  # JSON patches, not objects
 K8S_VERSION = "1.36.0"
 CRD_GROUPS = {"cert-manager.io", "monitoring.coreos.com"}
 KUSTOMIZE_BUILDS = [MANIFESTS, MANIFESTS / "overlays" / "cert-manager", MANIFESTS / "overlays" / "monitoring"]
@@ -55,7 +56,7 @@ def object_files() -> list[Path]:
     return sorted(
         p
         for p in MANIFESTS.rglob("*.yaml")
-        if p.name != "kustomization.yaml" and BASE / "config" not in p.parents and APISERVER not in p.parents
+        if p.name != "kustomization.yaml" and not {BASE / "config", APISERVER, OPT_OUT} & set(p.parents)
     )
 
 
@@ -626,3 +627,50 @@ def test_a_copy_of_an_overlay_with_another_namespace_renames_every_reference(tmp
             assert annotation == "platform-numa/numaguard-webhook-tls"
         if doc["kind"] == "Certificate" and doc["metadata"]["name"] == "numaguard-webhook-tls":
             assert "numaguard-webhook.platform-numa.svc" in doc["spec"]["dnsNames"]
+
+
+def _selected(selector: dict[str, Any], labels: dict[str, str]) -> bool:
+    if any(labels.get(k) != v for k, v in selector.get("matchLabels", {}).items()):
+        return False
+    for e in selector.get("matchExpressions", []):
+        if (e["operator"] == "NotIn") == (labels.get(e["key"]) in e["values"]):
+            return False
+    return True
+
+
+@pytest.mark.parametrize(
+    ("namespace", "labels", "opt_in", "opt_out"),
+    [
+        ("ml", {"numaguard.io/admission": "enabled"}, True, True),
+        ("default", {}, False, True),
+        ("numaguard", {"numaguard.io/admission": "disabled"}, False, False),
+        ("kube-system", {}, False, False),
+        ("kube-node-lease", {"numaguard.io/admission": "enabled"}, True, False),  # opt-out excludes it by name
+    ],
+)
+def test_opt_in_and_opt_out_modes_select_the_documented_namespaces(
+    tmp_path: Path, namespace: str, labels: dict[str, str], opt_in: bool, opt_out: bool
+) -> None:
+    if KUBECTL is None:
+        pytest.skip("kubectl is not installed")
+    (tmp_path / "kustomization.yaml").write_text(
+        yaml.safe_dump(
+            {
+                "resources": [os.path.relpath(BASE, tmp_path)],
+                "components": [os.path.relpath(MANIFESTS / "components" / "opt-out", tmp_path)],
+            }
+        )
+    )
+    all_labels = {"kubernetes.io/metadata.name": namespace, **labels}
+    for build, expected in ((kustomize(BASE), opt_in), (kustomize(tmp_path), opt_out)):
+        selectors = [
+            hook["namespaceSelector"] for doc in build if doc["kind"].endswith("WebhookConfiguration")
+            for hook in doc["webhooks"]
+        ]  # fmt: skip
+        selectors += [
+            doc["spec"]["matchConstraints"]["namespaceSelector"]
+            for doc in build
+            if doc["kind"] == "ValidatingAdmissionPolicy" and doc["metadata"]["name"] == "numaguard-pod-resources"
+        ]
+        assert len(selectors) == 4
+        assert {_selected(s, all_labels) for s in selectors} == {expected}
