@@ -73,6 +73,7 @@ def _client(
         ssl_context=ssl_context,
         server_name=server_name,
         retries=settings.enforcer_retries,
+        concurrency=settings.enforcer_concurrency,
         metrics=metrics,
         transport=transport,
     )

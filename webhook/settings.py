@@ -66,6 +66,9 @@ class WebhookSettings(BaseModel):
     enforcer_absent_grace_seconds: float = Field(default=600.0, ge=0)
     enforcer_budget_seconds: float = Field(default=3.0, gt=0)
     enforcer_retries: int = Field(default=1, ge=0, le=5)
+    # Calls in flight to one node's enforcer; the others wait for a slot inside their budget (or give up
+    # without touching the network).  A node decides one change at a time: more only adds TLS churn and load.
+    enforcer_concurrency: int = Field(default=16, ge=1, le=1024)
     failure_mode: FailureMode = "deny"  # an unreachable enforcer: deny the binding/resize, or allow with a warning
 
     # -- pods
