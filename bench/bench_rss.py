@@ -179,7 +179,12 @@ def enforcer_with_pods(workdir: Path, bundle: certs.Bundle, pods: int) -> Enforc
                 problems.append(f"pod {index}: {answer.status_code} {answer.text[:200]}")
         loaded = statistics.median(sample_rss(enforcer.pid))
         peak = proc.memory_kib(enforcer.pid)[1]
-        listed = client.get("/allocations").json().get("items", [])
+        # the webhook's identity may only write (enforcer roles): read the node back as the operator
+        operator = tls.client_context(
+            bundle.cert("ca"), cert=bundle.cert("operator-client"), key=bundle.key("operator-client")
+        )
+        with httpx.Client(base_url=enforcer.url, verify=operator, timeout=60) as reader:
+            listed = reader.get("/allocations").json().get("items", [])
     containers = sum(len(item.get("containers", {})) for item in listed)
     if len(listed) != pods or containers != pods * CONTAINERS_PER_POD:
         problems.append(f"the node holds {len(listed)} pods / {containers} containers")

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from servicekit import certs
 
-HELP = "issue the CA, serving and client certificates (webhook, enforcer, operator) into a directory"
+HELP = "issue the CA, serving and client certificates (webhook, enforcer, operator, metrics) into a directory"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -94,6 +94,12 @@ def run(args: argparse.Namespace) -> int:
         return _fail("the enforcer serves only over mutual TLS: give --tls-cert, --tls-key and --client-ca")
     if not settings.standalone and not kube.in_cluster(os.environ):
         return _fail("not running in a cluster (no KUBERNETES_SERVICE_HOST): pass --standalone to run without one")
+    from enforcer.service import startup
+
+    try:  # before serving: a state directory that cannot hold state is one line and exit 2, not a traceback
+        startup.check_state_dir(settings.state_path.parent)
+    except ConfigError as err:
+        return _fail(err.message)
     json_logging.configure(settings.log_level)
     try:
         reloader = tls.ReloadingServerContext(
@@ -114,6 +120,7 @@ def run(args: argparse.Namespace) -> int:
         cert_reloader=reloader,
         cert_check_interval=settings.cert_check_interval,
         log_level=settings.log_level,
+        header_timeout=settings.header_timeout_seconds,
     )
 
 

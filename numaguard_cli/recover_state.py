@@ -7,6 +7,11 @@ prints).  Modes:
 
 * ``check``: say whether the state file with its journal, and the backup,
   verify; changes nothing.  Exit 0 when the state is valid or absent, 1 otherwise.
+  With ``--config`` (the enforcer's own settings file, and ``--node-name`` as the
+  DaemonSet passes it) it also runs the enforcer's start-up checks on the state
+  (:func:`enforcer.service.startup.load_state`: machine topology, kubelet
+  configuration, consistency, and that the state belongs to this node and
+  machine), so it says "valid" exactly when the enforcer would use it.
 * ``quarantine``: move the state file, its journal and its backup aside as
   ``<file>.corrupt-<UTC time>``; the enforcer then starts from an empty state.
   Drain the node first (pods keep their cgroups but the enforcer forgets what
@@ -47,6 +52,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="check: report only; quarantine: move the file aside; from-backup: restore <file>.bak",
     )
     parser.add_argument("--force", action="store_true", help="act even when the state file is valid")
+    parser.add_argument(
+        "--config",
+        type=Path,
+        metavar="FILE",
+        help="the enforcer's settings file: check the state as the enforcer would (topology, kubelet, node identity)",
+    )
+    parser.add_argument("--node-name", help="this node's name, as the enforcer gets it (default: from --config)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -59,5 +71,38 @@ def run(args: argparse.Namespace) -> int:
     for line in result.actions:
         print(line)
     if args.mode == "check":
-        return 0 if result.status in ("valid", "missing") else 1
+        if result.status not in ("valid", "missing"):
+            return 1
+        if args.config is not None:
+            return _check_as_the_enforcer(args, path)
+        return 0
+    return 0
+
+
+def _check_as_the_enforcer(args: argparse.Namespace, path: Path) -> int:
+    from enforcer.errors import ConfigError
+    from enforcer.service import settings as settings_module
+    from enforcer.service import startup
+
+    try:
+        overrides = {"node_name": args.node_name, "state_dir": path.parent, "state_file": path.name}
+        settings = settings_module.load(args.config, env={}, overrides=overrides)
+        topology = startup.load_topology(settings)
+        loaded = startup.load_state(
+            journal.JournaledStore(path),
+            topology,
+            settings.node_config,
+            identity=startup.current_identity(settings),
+            record=False,
+        )
+    except ConfigError as error:
+        print(f"numaguard recover-state: {error.message}", file=sys.stderr)
+        return 2
+    if loaded.problem is not None:
+        print(f"enforcer: refuses the state: {loaded.problem.reason}: {loaded.problem.message}")
+        return 1
+    if loaded.started_empty_after_state:
+        print("enforcer: would start empty although this directory held state (drain the node first)")
+    else:
+        print(f"enforcer: would use the state as node {settings.node_name!r}")
     return 0

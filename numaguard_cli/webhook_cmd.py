@@ -22,6 +22,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--listen", help="HOST:PORT to serve on (default 0.0.0.0:8443)")
     parser.add_argument("--tls-cert", type=Path, help="serving certificate chain (PEM)")
     parser.add_argument("--tls-key", type=Path, help="serving private key (PEM)")
+    parser.add_argument(
+        "--client-ca", type=Path, help="CA of the kube-apiserver's client certificate: reviews without one are refused"
+    )
     parser.add_argument("--client-cert", type=Path, help="client certificate presented to the enforcers")
     parser.add_argument("--client-key", type=Path, help="private key of --client-cert")
     parser.add_argument("--enforcer-ca", type=Path, help="CA that signed the enforcers' serving certificates")
@@ -44,6 +47,7 @@ _OVERRIDES = (
     "listen",
     "tls_cert",
     "tls_key",
+    "client_ca",
     "client_cert",
     "client_key",
     "enforcer_ca",
@@ -71,9 +75,8 @@ def run(args: argparse.Namespace) -> int:
         return 2
     try:
         app = main.create_app(config)
-        reloader = None
-        if config.tls_cert is not None and config.tls_key is not None:
-            reloader = tls.ReloadingServerContext(tls.TLSFiles(config.tls_cert, config.tls_key))
+        files = main.server_tls_files(config)
+        reloader = tls.ReloadingServerContext(files) if files is not None else None
     except (errors.ConfigError, tls.TLSConfigError) as err:
         print(f"numaguard webhook: {err}", file=sys.stderr)
         return 2

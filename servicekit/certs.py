@@ -16,6 +16,11 @@ Bundle layout written by :func:`issue_bundle` (every file mode 0600)::
     enforcer.crt, enforcer.key                serving: numaguard-enforcer[.<ns>[.svc[.cluster.local]]],
                                               localhost, 127.0.0.1, plus every --enforcer-host name or IP
     operator-client.crt, operator-client.key  client (clientAuth), CN=numaguard-operator: humans and the CLI
+    metrics-client.crt, metrics-client.key    client (clientAuth), CN=numaguard-metrics: Prometheus (read-only)
+
+The enforcer gives each client identity a role (``enforcer/service/auth.py``):
+the webhook's may only allocate, release and resize, the operator's may do
+everything, the metrics identity may only read.
 
 Files are created with mode 0600 from the start (``os.open``), never chmod-ed
 afterwards, and replaced atomically (write a sibling, then ``os.replace``) so a
@@ -43,6 +48,7 @@ WEBHOOK_SERVICE = "numaguard-webhook"
 ENFORCER_SERVICE = "numaguard-enforcer"
 WEBHOOK_CLIENT_IDENTITY = "numaguard-webhook"
 OPERATOR_CLIENT_IDENTITY = "numaguard-operator"
+METRICS_CLIENT_IDENTITY = "numaguard-metrics"
 DEFAULT_NAMESPACE = "numaguard"
 DEFAULT_VALIDITY = datetime.timedelta(days=365)
 CA_VALIDITY = datetime.timedelta(days=3650)
@@ -58,6 +64,7 @@ BUNDLE_FILES: Mapping[str, tuple[str, str]] = {
     "webhook-client": ("webhook-client.crt", "webhook-client.key"),
     "enforcer": ("enforcer.crt", "enforcer.key"),
     "operator-client": ("operator-client.crt", "operator-client.key"),
+    "metrics-client": ("metrics-client.crt", "metrics-client.key"),
 }
 
 
@@ -364,6 +371,7 @@ def issue_bundle(
         "webhook-client": issue_client_certificate(ca, WEBHOOK_CLIENT_IDENTITY, validity=validity),
         "enforcer": enforcer,
         "operator-client": issue_client_certificate(ca, OPERATOR_CLIENT_IDENTITY, validity=validity),
+        "metrics-client": issue_client_certificate(ca, METRICS_CLIENT_IDENTITY, validity=validity),
     }
     for role, issued in leaves.items():
         write_pair(issued, bundle.cert(role), bundle.key(role))

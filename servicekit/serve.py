@@ -50,6 +50,8 @@ Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 DEFAULT_CERT_CHECK_INTERVAL = 30.0
+# Time from accepting a connection (TLS handshake included) to its first complete request head.
+DEFAULT_HEADER_TIMEOUT = 10.0
 _TLS_VERSIONS = {"TLSv1.2": 0x0303, "TLSv1.3": 0x0304}
 _RFC4514_NAMES = {
     "commonName": "CN",
@@ -69,8 +71,8 @@ class ServerStartError(RuntimeError):
 
 
 def _tls_extensions(ssl_object: ssl.SSLObject) -> dict[str, Any]:
-    peer = tls.describe_peer(ssl_object.getpeercert())
     der = ssl_object.getpeercert(binary_form=True)
+    peer = tls.describe_peer(ssl_object.getpeercert(), der)
     name = None
     if peer is not None:
         name = ",".join(f"{_RFC4514_NAMES.get(k, k)}={v}" for k, v in reversed(peer["subject"].items()))
@@ -96,16 +98,41 @@ def _with_extensions(app: ASGIApp, extensions: dict[str, Any]) -> ASGIApp:
     return app_with_tls
 
 
+def _cancelling_on_first_request(app: ASGIApp, deadline: asyncio.TimerHandle) -> ASGIApp:
+    async def app_after_headers(scope: Scope, receive: Receive, send: Send) -> None:
+        deadline.cancel()  # the server parsed a complete request head: the connection is no slow-loris
+        await app(scope, receive, send)
+
+    return app_after_headers
+
+
+def _close_slow_connection(transport: asyncio.BaseTransport, timeout: float) -> None:
+    if not transport.is_closing():
+        log.info("connection closed: no complete request head in time", extra={"header_timeout": timeout})
+        transport.close()
+
+
 class _TLSScopeMixin:
-    """Wraps the connection's app so each request scope carries the handshake's facts."""
+    """Wraps the connection's app so each request scope carries the handshake's facts.
+
+    Also bounds the time to the first complete request head (``header_timeout`` of :class:`_Config`):
+    uvicorn has no such limit, so a client trickling header bytes would hold a connection (and its
+    buffers) for ever.  Later requests on a kept-alive connection are bounded by uvicorn's keep-alive
+    timeout between requests.
+    """
 
     app: ASGIApp
+    config: uvicorn.Config
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         super().connection_made(transport)  # type: ignore[misc]
         ssl_object = transport.get_extra_info("ssl_object")
         if isinstance(ssl_object, ssl.SSLObject | ssl.SSLSocket):
             self.app = _with_extensions(self.app, _tls_extensions(ssl_object))  # type: ignore[arg-type]
+        timeout = getattr(self.config, "header_timeout", None)
+        if timeout:
+            deadline = asyncio.get_running_loop().call_later(timeout, _close_slow_connection, transport, timeout)
+            self.app = _cancelling_on_first_request(self.app, deadline)
 
 
 class TLSScopeH11Protocol(_TLSScopeMixin, H11Protocol):
@@ -128,11 +155,18 @@ def _http_protocol() -> type[asyncio.Protocol]:
 
 
 class _Config(uvicorn.Config):
-    def __init__(self, app: ASGIApp, *, ssl_context: ssl.SSLContext | None, **kwargs: Any) -> None:
-        if ssl_context is not None:
-            kwargs.setdefault("http", _http_protocol())
+    def __init__(
+        self,
+        app: ASGIApp,
+        *,
+        ssl_context: ssl.SSLContext | None,
+        header_timeout: float | None = DEFAULT_HEADER_TIMEOUT,
+        **kwargs: Any,
+    ) -> None:
+        kwargs.setdefault("http", _http_protocol())
         super().__init__(app, **kwargs)
         self._numaguard_ssl = ssl_context
+        self.header_timeout = header_timeout
 
     def load(self) -> None:
         super().load()
@@ -213,10 +247,12 @@ def _config(
     graceful_timeout: float,
     access_log: bool,
     loop: str = "auto",
+    header_timeout: float | None = DEFAULT_HEADER_TIMEOUT,
 ) -> _Config:
     return _Config(
         app,
         ssl_context=ssl_context,
+        header_timeout=header_timeout,
         loop=loop,  # "auto": uvloop when installed (uvicorn[standard]), else asyncio
         host=host,
         port=port,
@@ -252,6 +288,7 @@ def serve(
     graceful_timeout: float = 10.0,
     access_log: bool = False,
     loop: str = "auto",
+    header_timeout: float | None = DEFAULT_HEADER_TIMEOUT,
 ) -> int:
     """Serve ``app`` until SIGTERM/SIGINT; 0 after a graceful stop, non-zero when it could not start.
 
@@ -269,6 +306,7 @@ def serve(
         graceful_timeout=graceful_timeout,
         access_log=access_log,
         loop=loop,
+        header_timeout=header_timeout,
     )
     server = _Server(config, cert_reloader=cert_reloader, cert_check_interval=cert_check_interval)
     try:
@@ -301,6 +339,7 @@ class BackgroundServer:
         startup_timeout: float = 15.0,
         log_level: str = "warning",
         loop: str = "auto",
+        header_timeout: float | None = DEFAULT_HEADER_TIMEOUT,
     ) -> None:
         self._ready = threading.Event()
         self._error: BaseException | None = None
@@ -314,6 +353,7 @@ class BackgroundServer:
             graceful_timeout=5.0,
             access_log=False,
             loop=loop,
+            header_timeout=header_timeout,
         )
         self._server = _Server(
             config,

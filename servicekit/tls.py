@@ -32,7 +32,7 @@ import tempfile
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypedDict
+from typing import Any, NotRequired, TypedDict
 
 # Forward secrecy and AEAD only for TLS 1.2; TLS 1.3 suites are all modern and not affected by set_ciphers.
 TLS12_CIPHERS = "ECDHE+AESGCM:ECDHE+CHACHA20"
@@ -182,9 +182,7 @@ class ReloadingServerContext:
             self._report_failure((str(err),), f"cannot read TLS files: {err}")
             return False
         fingerprint = tuple(state.sha256 for state, _ in states.values())
-        chain_changed = any(
-            states[p][0].sha256 != self._loaded[p].sha256 for p in (self.files.cert, self.files.key)
-        )
+        chain_changed = any(states[p][0].sha256 != self._loaded[p].sha256 for p in (self.files.cert, self.files.key))
         ca = self.files.ca
         ca_changed = ca is not None and states[ca][0].sha256 != self._loaded[ca].sha256
         if not chain_changed and not ca_changed:
@@ -249,8 +247,16 @@ class ReloadingServerContext:
 # -- the verified peer -------------------------------------------------------------------
 
 
+CLIENT_AUTH_USAGE = "1.3.6.1.5.5.7.3.2"  # id-kp-clientAuth (RFC 5280 4.2.1.12)
+SERVER_AUTH_USAGE = "1.3.6.1.5.5.7.3.1"  # id-kp-serverAuth
+
+
 class PeerCertificate(TypedDict):
-    """The verified client certificate of a connection, in plain values."""
+    """The verified client certificate of a connection, in plain values.
+
+    ``extended_key_usages`` are dotted OIDs (:data:`CLIENT_AUTH_USAGE`...), read from the certificate itself
+    (``getpeercert()`` does not report them); empty when it has no extendedKeyUsage extension.
+    """
 
     common_name: str | None
     subject: dict[str, str]
@@ -259,6 +265,22 @@ class PeerCertificate(TypedDict):
     not_before: str
     not_after: str
     dns_names: list[str]
+    extended_key_usages: NotRequired[list[str]]
+
+
+def extended_key_usages(der: bytes | None) -> list[str]:
+    """The extendedKeyUsage OIDs of a DER certificate; empty without the extension (or without a certificate)."""
+    if not der:
+        return []
+    from cryptography import x509  # only servers that check peers pay for the import
+
+    try:
+        usage = x509.load_der_x509_certificate(der).extensions.get_extension_for_class(x509.ExtendedKeyUsage)
+    except x509.ExtensionNotFound:
+        return []
+    except ValueError:  # not parseable by cryptography although OpenSSL verified it: grant no usage
+        return []
+    return [oid.dotted_string for oid in usage.value]
 
 
 def _flatten_name(rdns: object) -> dict[str, str]:
@@ -273,8 +295,11 @@ def _flatten_name(rdns: object) -> dict[str, str]:
     return out
 
 
-def describe_peer(peercert: Mapping[str, Any] | None) -> PeerCertificate | None:
-    """Turn ``SSLObject.getpeercert()`` (only ever a *verified* certificate) into a :class:`PeerCertificate`."""
+def describe_peer(peercert: Mapping[str, Any] | None, der: bytes | None = None) -> PeerCertificate | None:
+    """Turn ``SSLObject.getpeercert()`` (only ever a *verified* certificate) into a :class:`PeerCertificate`.
+
+    ``der`` (``getpeercert(binary_form=True)``) adds the extended key usages.
+    """
     if not peercert:
         return None
     subject = _flatten_name(peercert.get("subject", ()))
@@ -287,6 +312,7 @@ def describe_peer(peercert: Mapping[str, Any] | None) -> PeerCertificate | None:
         not_before=str(peercert.get("notBefore", "")),
         not_after=str(peercert.get("notAfter", "")),
         dns_names=[str(value) for kind, value in sans if kind == "DNS"],
+        extended_key_usages=extended_key_usages(der),
     )
 
 

@@ -29,6 +29,11 @@ ANNOTATION_PREFIX = "numaguard.io/"
 # Request header: how many milliseconds the caller will still wait for this answer.  The enforcer
 # does not decide a request whose budget ran out before its turn (the caller has given up on it).
 BUDGET_HEADER = "X-Numaguard-Budget-Ms"
+# Request header of POST /allocations (and query parameter ``attempt`` of DELETE /allocations/{uid}): the
+# binding attempt (admission request uid) an allocation is made for.  A release naming an attempt only
+# withdraws that attempt's claim, so a late release of a timed-out attempt never removes a retry's allocation.
+ATTEMPT_HEADER = "X-Numaguard-Attempt"
+ATTEMPT_PARAM = "attempt"
 # The node's allocation of the pod, an :class:`Allocation` as JSON (written by the enforcer).
 ALLOCATION_ANNOTATION = ANNOTATION_PREFIX + "allocation"
 # The node the webhook saw the pod bound to (recorded at pods/binding, copied onto the pod: K4).

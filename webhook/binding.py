@@ -24,6 +24,7 @@ from webhook import decision, errors
 REASON_INVALID_BINDING = "Invalid"
 REASON_POD_UNKNOWN = "PodUnknown"
 REASON_ALLOCATION_CONFLICT = "AllocationConflict"
+REASON_ALREADY_BOUND = "Conflict"
 
 # Every key a binding records; CREATE clears them so a copied manifest cannot pretend to be allocated.
 BINDING_ANNOTATIONS = (contract.NODE_ANNOTATION, contract.ALLOCATION_ANNOTATION, contract.SPEC_HASH_ANNOTATION)
@@ -125,6 +126,19 @@ def unknown_pod(target: BindingTarget, *, mode: Literal["deny", "allow"], detail
         warning = f"pod {target.pod_key} was bound to {target.node} without a NUMA allocation: {detail}"
         return decision.Decision.allow(warnings=(warning,))
     return decision.Decision.deny(errors.AdmissionDenied(message, reason=REASON_POD_UNKNOWN, code=503))
+
+
+def already_bound(target: BindingTarget, bound_node: str) -> decision.Decision:
+    """The pod is bound already: the apiserver refuses the binding (409) after admission, so the node is not asked.
+
+    Asking would leave an allocation on ``target.node`` for a pod that runs elsewhere.  The wording is the
+    apiserver's own (``pkg/registry/core/pod/storage``: "pod %v is already assigned to node %q").
+    """
+    return decision.Decision.deny(
+        errors.AdmissionDenied(
+            f'pod {target.name} is already assigned to node "{bound_node}"', reason=REASON_ALREADY_BOUND, code=409
+        )
+    )
 
 
 def dry_run(target: BindingTarget) -> decision.Decision:

@@ -10,6 +10,16 @@ Two directories behind one Protocol:
   fed by :mod:`webhook.kube` watch events (``apply``); a node's URL is its
   enforcer pod's IP and the configured port, known once that pod is ready.
 
+A node is *enforced* when numaguard runs an enforcer there (a static entry,
+or an enforcer pod of the DaemonSet, ready or not).  Only enforced nodes are
+numaguard's business: a binding or resize on any other node is allowed
+without asking anyone (the node's own kubelet decides).  An enforced node
+whose enforcer is not ready is an outage, judged by the pod's needs.  A
+DaemonSet pod that disappears (rolling update, crash loop being recreated)
+keeps its node enforced for ``absent_grace_seconds``: an unlabelled node stops
+counting only after that, so a rollout never opens a window in which pods
+bind unallocated.
+
 Lookups are synchronous dictionary reads (the event loop never waits on the
 Kubernetes API); updates come from the watch thread under a lock.  Only
 ``https`` URLs are accepted: the webhook talks to enforcers over mutual TLS.
@@ -20,7 +30,8 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Mapping
+import time
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, Protocol
 from urllib.parse import urlsplit
@@ -35,6 +46,10 @@ WILDCARD = "*"
 class EnforcerDirectory(Protocol):
     def url_for(self, node: str) -> str | None:
         """The enforcer base URL for ``node`` (no trailing slash), or None when none is known. Idempotent."""
+        ...
+
+    def is_enforced(self, node: str) -> bool:
+        """Whether numaguard enforces ``node`` at all (its enforcer may still be down: ``url_for`` is None)."""
         ...
 
     def is_ready(self) -> bool:
@@ -82,6 +97,9 @@ class StaticDirectory:
         template = self._urls.get(WILDCARD)
         return None if template is None or not node else template.replace("{node}", node)
 
+    def is_enforced(self, node: str) -> bool:
+        return self.url_for(node) is not None
+
     def is_ready(self) -> bool:
         return True
 
@@ -108,11 +126,17 @@ class DaemonSetDirectory:
     wins, and among ready ones the one seen last (the new pod).
     """
 
-    def __init__(self, port: int) -> None:
+    def __init__(
+        self, port: int, *, absent_grace_seconds: float = 600.0, clock: Callable[[], float] = time.monotonic
+    ) -> None:
         self._port = port
+        self._absent_grace = absent_grace_seconds
+        self._clock = clock
         self._lock = threading.Lock()
         self._pods: dict[str, tuple[str, str, bool]] = {}  # pod uid -> (node, ip, ready)
         self._by_node: dict[str, str] = {}
+        self._nodes: frozenset[str] = frozenset()  # nodes with an enforcer pod now, ready or not
+        self._last_seen: dict[str, float] = {}  # node -> when it last had an enforcer pod (any state)
         self._synced = False
 
     def apply(self, event_type: str, pod: Mapping[str, Any]) -> None:
@@ -123,23 +147,29 @@ class DaemonSetDirectory:
             return
         with self._lock:
             if event_type == "DELETED":
-                self._pods.pop(uid, None)
+                self._forget(uid)
             else:
                 node, ip = str(spec.get("nodeName") or ""), str(status.get("podIP") or "")
                 self._pods.pop(uid, None)  # re-insert: the latest event goes last
-                if node and ip:
-                    self._pods[uid] = (node, ip, _pod_is_ready(pod))
+                if node:
+                    self._pods[uid] = (node, ip, bool(ip) and _pod_is_ready(pod))
             self._rebuild()
 
     def replace_all(self, pods: list[Mapping[str, Any]]) -> None:
         """A fresh LIST (watch start or re-list after a 410): forget everything, then apply each pod."""
         with self._lock:
-            self._pods.clear()
+            for uid in list(self._pods):
+                self._forget(uid)
         for pod in pods:
             self.apply("ADDED", pod)
         with self._lock:
             self._synced = True
             self._rebuild()
+
+    def _forget(self, uid: str) -> None:
+        removed = self._pods.pop(uid, None)
+        if removed is not None:
+            self._last_seen[removed[0]] = self._clock()  # the grace runs from the pod's disappearance
 
     def _rebuild(self) -> None:
         by_node: dict[str, tuple[bool, str]] = {}
@@ -148,6 +178,7 @@ class DaemonSetDirectory:
             if best is None or ready or not best[0]:
                 by_node[node] = (ready, ip)
         self._by_node = {node: self._url(ip) for node, (ready, ip) in by_node.items() if ready}
+        self._nodes = frozenset(by_node)
 
     def _url(self, ip: str) -> str:
         host = f"[{ip}]" if ":" in ip else ip
@@ -156,6 +187,13 @@ class DaemonSetDirectory:
     def url_for(self, node: str) -> str | None:
         with self._lock:
             return self._by_node.get(node)
+
+    def is_enforced(self, node: str) -> bool:
+        with self._lock:
+            if node in self._nodes:
+                return True
+            seen = self._last_seen.get(node)
+            return seen is not None and self._clock() - seen < self._absent_grace
 
     def is_ready(self) -> bool:
         with self._lock:

@@ -13,6 +13,12 @@ Three rules shape this module:
 * **Retries only when repeating is harmless.**  Allocation is idempotent by
   uid and a dry-run resize changes nothing, so both retry connection failures
   and 502/503/504 while the budget lasts; a real resize is sent once.
+* **Bounded concurrency per node.**  At most ``concurrency`` calls are in
+  flight to one node's enforcer (it decides one change at a time anyway); a
+  call waits for a slot inside its own budget, and one that gets none gives up
+  without sending anything.  In a burst this keeps connections reused (no TLS
+  handshake per call) and the node's backlog short, so calls that are sent are
+  answered inside their budget instead of all timing out together.
 * **Typed errors.**  httpx exceptions and HTTP statuses are translated here,
   at the boundary, into :class:`~webhook.errors.EnforcerError` kinds; callers
   never see httpx.
@@ -60,10 +66,17 @@ class EnforcerClient:
         metrics: WebhookMetrics | None = None,
         transport: httpx.AsyncBaseTransport | None = None,
         backoff_seconds: float = 0.05,
+        concurrency: int = 16,
     ) -> None:
         if transport is None:
-            transport = httpx.AsyncHTTPTransport(verify=ssl_context if ssl_context is not None else True, retries=0)
+            # the per-node slots bound connections; keep every one of them alive for reuse
+            limits = httpx.Limits(max_connections=None, max_keepalive_connections=None, keepalive_expiry=30.0)
+            transport = httpx.AsyncHTTPTransport(
+                verify=ssl_context if ssl_context is not None else True, retries=0, limits=limits
+            )
         self._client = httpx.AsyncClient(transport=transport, follow_redirects=False, trust_env=False)
+        self._concurrency = concurrency
+        self._slots: dict[str, asyncio.Semaphore] = {}
         self._server_name = server_name
         self._retries = retries
         self._metrics = metrics
@@ -72,10 +85,20 @@ class EnforcerClient:
     async def aclose(self) -> None:
         await self._client.aclose()
 
+    def _slot(self, node: str) -> asyncio.Semaphore:
+        slot = self._slots.get(node)
+        if slot is None:
+            slot = self._slots[node] = asyncio.Semaphore(self._concurrency)
+        return slot
+
     async def allocate(
         self, base_url: str, request: contract.AllocationRequest, *, node: str, budget: float, request_id: str = ""
     ) -> contract.Allocation:
-        """The node's allocation of the pod (the existing one when the uid is already admitted)."""
+        """The node's allocation of the pod (the existing one when the uid is already admitted).
+
+        ``request_id`` (the admission request uid) is also the attempt the allocation is claimed for:
+        :meth:`release` with the same ``attempt`` withdraws only this claim.
+        """
         response = await self._call(
             "allocate",
             f"{base_url}/allocations",
@@ -85,20 +108,28 @@ class EnforcerClient:
             budget=budget,
             idempotent=True,
             request_id=request_id,
+            attempt_id=request_id,
         )
         return self._parse(response, contract.Allocation, node=node, call="allocate", ok=(200, 201))
 
-    async def release(self, base_url: str, uid: str, *, node: str, budget: float, request_id: str = "") -> None:
-        """Release the pod's allocation (idempotent); errors are raised like the other calls."""
+    async def release(
+        self, base_url: str, uid: str, *, node: str, budget: float, request_id: str = "", attempt: str = ""
+    ) -> None:
+        """Release the pod's allocation (idempotent); errors are raised like the other calls.
+
+        With ``attempt`` only that binding attempt's claim is withdrawn (the node keeps an allocation another
+        attempt, e.g. the scheduler's retry, relies on); without it the allocation goes unconditionally.
+        """
         started = time.monotonic()
         headers = {"Accept": "application/json", BUDGET_HEADER: str(int(budget * 1000))}
         if request_id:
             headers["X-Request-Id"] = request_id
         extensions = {"sni_hostname": self._server_name} if self._server_name else None
         try:
-            async with asyncio.timeout(budget):
+            async with asyncio.timeout(budget), self._slot(node):
                 response = await self._client.delete(
                     f"{base_url}/allocations/{quote(uid, safe='')}",
+                    params={contract.ATTEMPT_PARAM: attempt} if attempt else None,
                     headers=headers,
                     timeout=httpx.Timeout(budget),
                     extensions=extensions,
@@ -152,6 +183,7 @@ class EnforcerClient:
         budget: float,
         idempotent: bool,
         request_id: str,
+        attempt_id: str = "",
     ) -> httpx.Response:
         started = time.monotonic()
         deadline = started + budget
@@ -159,6 +191,8 @@ class EnforcerClient:
         headers = {"Content-Type": "application/json", "Accept": "application/json"}
         if request_id:
             headers["X-Request-Id"] = request_id
+        if attempt_id:
+            headers[contract.ATTEMPT_HEADER] = attempt_id
         extensions = {"sni_hostname": self._server_name} if self._server_name else None
         failure: errors.EnforcerError | None = None
         for attempt in range(attempts):
@@ -167,7 +201,7 @@ class EnforcerClient:
                 break
             headers[BUDGET_HEADER] = str(max(1, int(remaining * 1000)))
             try:
-                async with asyncio.timeout(remaining):
+                async with asyncio.timeout(remaining), self._slot(node):
                     response = await self._client.post(
                         url,
                         content=body,

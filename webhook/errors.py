@@ -24,6 +24,7 @@ class WebhookError(Exception):
     """The request body is not an AdmissionReview v1 we can answer: HTTP 400, never a denial."""
 
     status_code: ClassVar[int] = 400
+    reason: ClassVar[str] = "BadRequest"
 
     def __init__(self, message: str) -> None:
         super().__init__(message)
@@ -40,6 +41,20 @@ class BodyTooLarge(WebhookError):
     def __init__(self, limit: int) -> None:
         super().__init__(f"request body exceeds the limit of {limit} bytes")
         self.limit = limit
+
+
+class CallerUnauthenticated(WebhookError):
+    """A review without the kube-apiserver's client certificate, while one is required (HTTP 401)."""
+
+    status_code = 401
+    reason = "Unauthorized"
+
+
+class CallerForbidden(WebhookError):
+    """A verified client certificate that is not the apiserver's (no clientAuth, another name): HTTP 403."""
+
+    status_code = 403
+    reason = "Forbidden"
 
 
 class AdmissionDenied(Exception):

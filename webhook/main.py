@@ -8,7 +8,10 @@ What gets built, from :class:`~webhook.settings.WebhookSettings`:
   one fed by a watch of the enforcer pods;
 * the pod sources: the pods this replica admitted, plus (``pod_source:
   kubernetes``) a watch of pending pods and a GET as the last resort;
-* the metrics registry (one per app).
+* the metrics registry (one per app);
+* who may send reviews (``client_ca``, ``allowed_clients``: :mod:`webhook.callers`); the TLS server
+  that verifies the apiserver's client certificate is built by ``numaguard webhook`` from the same
+  settings (:func:`server_tls_files`).
 
 Watches start in the app's lifespan and stop with it; the HTTP client is
 closed there too.  :class:`Components` lets tests hand in fakes (a
@@ -70,6 +73,7 @@ def _client(
         ssl_context=ssl_context,
         server_name=server_name,
         retries=settings.enforcer_retries,
+        concurrency=settings.enforcer_concurrency,
         metrics=metrics,
         transport=transport,
     )
@@ -92,7 +96,9 @@ def _cluster_parts(settings: WebhookSettings, parts: Components) -> _ClusterPart
 
     api = parts.kube_api if parts.kube_api is not None else kube.api_client()
     if want_directory:
-        directory = discovery.DaemonSetDirectory(settings.enforcer_port)
+        directory = discovery.DaemonSetDirectory(
+            settings.enforcer_port, absent_grace_seconds=settings.enforcer_absent_grace_seconds
+        )
         found.watches.append(
             kube.enforcer_pods_watch(
                 api, directory, namespace=settings.enforcer_namespace, selector=settings.enforcer_selector
@@ -150,10 +156,17 @@ def create_app(settings: WebhookSettings, *, components: Components | None = Non
         assert isinstance(exc, errors.WebhookError)
         metrics.bad_requests.inc()
         log.info("bad admission request", extra={"path": request.url.path, "error": exc.message})
-        return JSONResponse({"reason": "BadRequest", "message": exc.message}, status_code=exc.status_code)
+        return JSONResponse({"reason": exc.reason, "message": exc.message}, status_code=exc.status_code)
 
     app.add_exception_handler(errors.WebhookError, bad_review)
     return app
+
+
+def server_tls_files(settings: WebhookSettings) -> tls.TLSFiles | None:
+    """The serving files, with ``client_ca`` as the CA client certificates are verified against; None: plain HTTP."""
+    if settings.tls_cert is None or settings.tls_key is None:
+        return None
+    return tls.TLSFiles(settings.tls_cert, settings.tls_key, settings.client_ca)
 
 
 def app_factory() -> FastAPI:

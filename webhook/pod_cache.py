@@ -57,6 +57,7 @@ class SeenPod:
     document: bytes
     source: Source
     fingerprint: str
+    node_name: str = ""  # spec.nodeName: set once the pod is bound (a pod read from the API)
 
     @property
     def obj(self) -> dict[str, Any]:
@@ -102,6 +103,7 @@ def from_pod(parsed: pod_model.Pod, *, namespace: str, source: Source) -> SeenPo
         document=_document(parsed),
         source=source,
         fingerprint=_fingerprint(_dump(parsed)) if generate_name and not name else "",
+        node_name=parsed.spec.node_name or "",
     )
 
 

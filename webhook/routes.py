@@ -15,7 +15,8 @@ from typing import Annotated
 from fastapi import APIRouter, Depends, Request, Response
 from fastapi.responses import JSONResponse
 
-from webhook import admission, deps, errors, metrics, review
+from servicekit import tls
+from webhook import admission, callers, deps, errors, metrics, review
 from webhook.handlers import common
 from webhook.services import Services
 
@@ -39,7 +40,12 @@ async def _read_body(request: Request, limit: int) -> bytes:
 
 async def _review(request: Request, mode: common.Mode) -> JSONResponse:
     services = deps.services_of(request)
-    body = await _read_body(request, services.settings.max_body_bytes)
+    settings = services.settings
+    # before a byte of the body is read: only the kube-apiserver may have a node allocate, release or resize
+    callers.check_reviewer(
+        tls.peer_certificate(request.scope), required=settings.client_ca is not None, allowed=settings.allowed_clients
+    )
+    body = await _read_body(request, settings.max_body_bytes)
     admission_request = review.parse_request(body)
     response = await admission.review_request(admission_request, mode=mode, services=services)
     return JSONResponse(review.response_document(response))

@@ -42,6 +42,12 @@ class WebhookSettings(BaseModel):
     cert_check_interval: float = Field(default=30.0, gt=0)
     max_body_bytes: int = Field(default=DEFAULT_MAX_BODY_BYTES, gt=0)
     log_level: str = "info"
+    # Who may send admission reviews: the kube-apiserver presents a client certificate (AdmissionConfiguration
+    # kubeConfigFile) signed by ``client_ca``; /mutate and /validate then refuse callers without one, with
+    # another CA's, or without the clientAuth usage.  ``allowed_clients`` narrows it to these names (CN or DNS
+    # SAN); empty: any certificate of that CA.  Without ``client_ca`` nobody is authenticated (see README).
+    client_ca: Path | None = None
+    allowed_clients: tuple[str, ...] = ()
 
     # -- calling the enforcers (mutual TLS)
     client_cert: Path | None = None
@@ -56,14 +62,21 @@ class WebhookSettings(BaseModel):
     enforcer_server_name: str | None = None
     # The MutatingWebhookConfiguration's timeoutSeconds (W5) and the share of it one enforcer call may use.
     timeout_seconds: int = Field(default=10, ge=1, le=30)
+    # An enforcer pod that vanished keeps its node enforced this long (rolling update, crash loop).
+    enforcer_absent_grace_seconds: float = Field(default=600.0, ge=0)
     enforcer_budget_seconds: float = Field(default=3.0, gt=0)
     enforcer_retries: int = Field(default=1, ge=0, le=5)
+    # Calls in flight to one node's enforcer; the others wait for a slot inside their budget (or give up
+    # without touching the network).  A node decides one change at a time: more only adds TLS churn and load.
+    enforcer_concurrency: int = Field(default=16, ge=1, le=1024)
     failure_mode: FailureMode = "deny"  # an unreachable enforcer: deny the binding/resize, or allow with a warning
 
     # -- pods
     pod_source: Literal["seen", "kubernetes"] = "seen"  # kubernetes: a watch of unscheduled pods (in cluster)
     pod_cache_size: int = Field(default=10_000, gt=0)
-    unknown_pod_mode: FailureMode = "deny"  # a binding for a pod this webhook never saw
+    # A binding for a pod no source knows, on an enforced node; None: deny with podSource kubernetes (the
+    # API itself does not know it), allow with a warning with podSource seen (pods created before a restart).
+    unknown_pod_mode: FailureMode | None = None
 
     # -- the plan
     topology_manager_scope: plan.Scope = "pod"
@@ -80,6 +93,10 @@ class WebhookSettings(BaseModel):
             )
         if (self.tls_cert is None) != (self.tls_key is None):
             raise ValueError("tls_cert and tls_key go together")
+        if self.allowed_clients and self.client_ca is None:
+            raise ValueError("allowed_clients needs client_ca (the CA that signed the apiserver's client certificate)")
+        if self.client_ca is not None and self.tls_cert is None:
+            raise ValueError("client_ca needs tls_cert and tls_key: client certificates exist only over TLS")
         if (self.client_cert is None) != (self.client_key is None):
             raise ValueError("client_cert and client_key go together")
         if (self.numa_cpus is None) != (self.numa_memory is None):
@@ -98,6 +115,11 @@ class WebhookSettings(BaseModel):
         if not sep or not port.isdigit() or not 0 <= int(port) < 65536:
             raise ValueError(f"listen must be HOST:PORT, got {self.listen!r}")
         return host.strip("[]") or "0.0.0.0", int(port)
+
+    def effective_unknown_pod_mode(self) -> FailureMode:
+        if self.unknown_pod_mode is not None:
+            return self.unknown_pod_mode
+        return "deny" if self.pod_source == "kubernetes" else "allow"
 
     def plan_policy(self) -> plan.PlanPolicy:
         numa = None

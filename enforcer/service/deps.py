@@ -15,7 +15,7 @@ from typing import Annotated
 
 from fastapi import Depends, Request
 
-from enforcer.service import auth
+from enforcer.service import attempts, auth
 from enforcer.service.node_service import NodeService
 from servicekit import tls
 
@@ -23,6 +23,11 @@ from servicekit import tls
 async def get_service(request: Request) -> NodeService:
     service: NodeService = request.app.state.service
     return service
+
+
+async def get_claims(request: Request) -> attempts.AttemptClaims:
+    claims: attempts.AttemptClaims = request.app.state.attempt_claims
+    return claims
 
 
 def _authorize(request: Request, access: auth.Access) -> auth.Caller:
@@ -43,5 +48,6 @@ async def require_writer(request: Request) -> auth.Caller:
 
 
 Service = Annotated[NodeService, Depends(get_service)]
+Claims = Annotated[attempts.AttemptClaims, Depends(get_claims)]
 Reader = Annotated[auth.Caller, Depends(require_reader)]
 Writer = Annotated[auth.Caller, Depends(require_writer)]

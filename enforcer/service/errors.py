@@ -72,3 +72,9 @@ class NotReadyError(ServiceError):
     """The service is still starting (topology or state not loaded yet)."""
 
     reason = "NotReady"
+
+
+class BodyTooLargeError(ServiceError):
+    """The request body is over the configured limit (HTTP 413); nothing of it was parsed."""
+
+    reason = "RequestEntityTooLarge"

@@ -20,13 +20,14 @@ from typing import Any
 import anyio
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
+from fastapi.openapi.utils import get_openapi
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from enforcer.cgroups import driver as cgdriver
 from enforcer.engine.node import PodConflictError, UnknownPodError
 from enforcer.errors import EnforcerError
-from enforcer.service import auth, deps, kube, routes, runtime, ui
+from enforcer.service import attempts, auth, deps, kube, routes, runtime, ui
 from enforcer.service import errors as service_errors
 from enforcer.service.metrics import EnforcerMetrics
 from enforcer.service.settings import EnforcerSettings
@@ -48,6 +49,8 @@ _STATUS: tuple[tuple[type[EnforcerError], int], ...] = (
     (service_errors.StateWriteError, 503),
     (service_errors.NotReadyError, 503),
     (service_errors.DeadlineExceededError, 503),
+    (service_errors.BodyTooLargeError, 413),
+    (attempts.AttemptWithdrawnError, 409),
 )
 
 
@@ -142,6 +145,73 @@ class RequestTiming:
             )
 
 
+class BodyLimit:
+    """Refuses request bodies over ``limit`` bytes with 413, before any of it is read or parsed.
+
+    A declared ``Content-Length`` over the limit is answered at once; a chunked body is counted as the
+    handler reads it, and the read fails with :class:`~enforcer.service.errors.BodyTooLargeError` (413
+    through the error table) at the first byte over.  The handlers read bodies only after the caller was
+    authenticated (``routes``), so an anonymous caller never gets a body read at all.
+    """
+
+    def __init__(self, app: ASGIApp, limit: int) -> None:
+        self.app = app
+        self.limit = limit
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        declared = _content_length(scope)
+        if declared is not None and declared > self.limit:
+            await _send_error(send, 413, service_errors.BodyTooLargeError(self._message()))
+            return
+        seen = 0
+
+        async def counted() -> Message:
+            nonlocal seen
+            message = await receive()
+            if message["type"] == "http.request":
+                seen += len(message.get("body", b""))
+                if seen > self.limit:
+                    raise service_errors.BodyTooLargeError(self._message())
+            return message
+
+        await self.app(scope, counted, send)
+
+    def _message(self) -> str:
+        return f"the request body exceeds the limit of {self.limit} bytes"
+
+
+def _content_length(scope: Scope) -> int | None:
+    for name, value in scope.get("headers", ()):
+        if name == b"content-length":
+            text = value.decode("latin-1").strip()
+            return int(text) if text.isdigit() else None
+    return None
+
+
+async def _send_error(send: Send, status: int, error: EnforcerError) -> None:
+    body = _error_body(error).model_dump_json(by_alias=True).encode()
+    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
+
+
+def _openapi_document(app: FastAPI) -> dict[str, Any]:
+    """FastAPI's document plus the request-body models the handlers parse themselves (``routes._read_body``)."""
+    if app.openapi_schema is not None:
+        return app.openapi_schema
+    document = get_openapi(title=app.title, version=app.version, description=app.description, routes=app.routes)
+    schemas = document.setdefault("components", {}).setdefault("schemas", {})
+    for model in (contract.AllocationRequest, contract.ResizeRequest):
+        schema = model.model_json_schema(by_alias=True, ref_template="#/components/schemas/{model}")
+        schemas.update(schema.pop("$defs", {}))
+        schemas[model.__name__] = schema
+    app.openapi_schema = document
+    return document
+
+
 def create_app(
     settings: EnforcerSettings,
     *,
@@ -161,24 +231,33 @@ def create_app(
         finally:
             await anyio.to_thread.run_sync(node.stop)
 
+    docs = settings.api_docs
     app = FastAPI(
         title="numaguard enforcer",
         version=API_VERSION,
+        # off by default: the API description is for developers, not for anyone who can reach the port
+        openapi_url="/openapi.json" if docs else None,
+        docs_url="/docs" if docs else None,
+        redoc_url="/redoc" if docs else None,
         description=(
             "Per-node allocation of exclusive, NUMA-aligned CPUs and memory with the kubelet's resource manager "
-            "semantics. State-changing calls need a client certificate signed by the enforcer's CA; reads accept "
-            "that or the bearer token."
+            "semantics. Calls need a client certificate signed by the enforcer's CA with the clientAuth usage and "
+            "an identity whose role allows them (webhook: writes, operator: all, reader: reads); reads also accept "
+            "the bearer token."
         ),
         lifespan=lifespan,
     )
+    app.openapi = functools.partial(_openapi_document, app)  # type: ignore[method-assign]
     app.state.settings = settings
     app.state.metrics = metrics
+    app.state.attempt_claims = attempts.AttemptClaims()
     token_file = auth.TokenFile(settings.token_file) if settings.token_file is not None else None
-    app.state.authenticator = auth.Authenticator(token_file)
+    app.state.authenticator = auth.Authenticator(token_file, settings.client_identities)
     app.include_router(routes.router)
     app.include_router(ui.ui_router(deps.require_reader))
     app.add_exception_handler(EnforcerError, _enforcer_error)
     app.add_exception_handler(RequestValidationError, _validation_error)
     app.add_exception_handler(StarletteHTTPException, _http_error)
+    app.add_middleware(BodyLimit, limit=settings.max_body_bytes)
     app.add_middleware(RequestTiming, metrics=metrics)
     return app

@@ -112,6 +112,11 @@ class EnforcerMetrics:
             buckets=LATENCY_BUCKETS,
             registry=r,
         )
+        self.state_started_empty = Counter(
+            "numaguard_enforcer_state_started_empty",
+            "Starts from an empty state in a directory that once held state (a wiped or lost state file).",
+            registry=r,
+        )
         self.state_write_errors = Counter(
             "numaguard_enforcer_state_write_errors",
             "Changes that could not be made durable (rolled back, answered 503).",

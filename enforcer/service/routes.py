@@ -6,7 +6,13 @@ coroutines: they decide on the event loop (the service's lock serialises the
 decisions) and then await the durable write without holding a thread, so a
 change costs no thread hand-off and a finished group commit wakes no sleeping
 threads.  Reads are plain functions FastAPI runs in its thread pool.
-Bodies are serialised here, once, from the models the service built (the
+Request bodies are read and parsed here, by :func:`_read_body`, never by the
+framework: FastAPI reads a declared body parameter *before* it resolves the
+dependencies, which would parse an anonymous caller's body before ``Writer``
+refused it.  So the handlers take the raw request, the dependencies
+(authentication) run first, and the body is read after them, bounded by
+``main.BodyLimit``.  The OpenAPI document still names each body model
+(``openapi_extra``).  Bodies are serialised here, once, from the models the service built (the
 ``response_model`` declarations document them in OpenAPI): FastAPI would
 otherwise dump each model, validate the dump again and serialise it, which is
 most of a request's cost on the allocation path.
@@ -15,13 +21,14 @@ most of a request's cost on the allocation path.
 from __future__ import annotations
 
 import time
-from typing import Annotated, Any
+from typing import Annotated, Any, TypeVar
 
-from fastapi import APIRouter, Header, Query, Response
-from pydantic import BaseModel
+from fastapi import APIRouter, Header, Query, Request, Response
+from fastapi.exceptions import RequestValidationError
+from pydantic import BaseModel, ValidationError
 
 from enforcer.service import models, replica_export, requests
-from enforcer.service.deps import Reader, Service, Writer
+from enforcer.service.deps import Claims, Reader, Service, Writer
 from enforcer.service.errors import WrongNodeError
 from enforcer.service.metrics import CONTENT_TYPE
 from shared import contract
@@ -40,6 +47,25 @@ _BUDGET_SHARE = 0.9
 
 router = APIRouter()
 router.include_router(replica_export.router)  # GET /replica: the engine snapshot for scheduler extenders
+
+_BODY = TypeVar("_BODY", bound=BaseModel)
+
+
+def _body_doc(model: type[BaseModel]) -> dict[str, Any]:
+    ref = {"$ref": f"#/components/schemas/{model.__name__}"}
+    return {"requestBody": {"required": True, "content": {"application/json": {"schema": ref}}}}
+
+
+async def _read_body(request: Request, model: type[_BODY]) -> _BODY:
+    """The body as ``model``, read only now (after authentication); errors as FastAPI's own 422."""
+    raw = await request.body()
+    try:
+        return model.model_validate_json(raw)
+    except ValidationError as err:
+        details: list[dict[str, Any]] = []
+        for detail in err.errors(include_url=False):
+            details.append({**detail, "loc": ("body", *detail["loc"])})
+        raise RequestValidationError(details) from None
 
 
 def _json(body: BaseModel, status_code: int = 200) -> Response:
@@ -61,23 +87,36 @@ def _json(body: BaseModel, status_code: int = 200) -> Response:
         **INVALID,
         **UNAVAILABLE,
     },
+    openapi_extra=_body_doc(contract.AllocationRequest),
 )
 async def allocate(
-    body: contract.AllocationRequest,
+    request: Request,
     service: Service,
+    claims: Claims,
     _: Writer,
     budget_ms: Annotated[
         int | None, Header(alias=contract.BUDGET_HEADER, ge=1, description="How long the caller still waits (ms)")
     ] = None,
+    attempt: Annotated[
+        str | None,
+        Header(alias=contract.ATTEMPT_HEADER, max_length=128, description="The binding attempt (admission uid)"),
+    ] = None,
 ) -> Any:
     # decide nothing the caller will no longer wait for (a little early: its answer must still travel back)
     deadline = None if budget_ms is None else time.monotonic() + budget_ms / 1000 * _BUDGET_SHARE
+    body = await _read_body(request, contract.AllocationRequest)
     if body.node_name != service.node_name:
         raise WrongNodeError(
             f"this enforcer serves node {service.node_name!r}, not {body.node_name!r}", field="nodeName"
         )
     pod = requests.pod_resources(body.pod, pod_level_resources=service.config.gates.pod_level_resources)
-    outcome = await service.allocate_async(pod, deadline=deadline)
+    if not attempt:
+        outcome = await service.allocate_async(pod, deadline=deadline)
+        return _json(outcome.allocation, 201 if outcome.created else 200)
+    async with claims.serialised(pod.uid):
+        claims.check_not_withdrawn(pod.uid, attempt)
+        outcome = await service.allocate_async(pod, deadline=deadline)
+        claims.claim(pod.uid, attempt, created=outcome.created)
     return _json(outcome.allocation, 201 if outcome.created else 200)
 
 
@@ -110,10 +149,28 @@ def get_allocation(uid: str, service: Service, _: Reader) -> Any:
     response_model=models.ReleaseResult,
     tags=["allocations"],
     summary="Release a pod's allocation (idempotent: released=false when nothing was held)",
+    description=(
+        "With `attempt`, only that binding attempt's claim is withdrawn: the allocation is released when no "
+        "other attempt claims it (a late release of a timed-out binding never removes its retry's allocation)."
+    ),
     responses={**UNAUTHENTICATED, **FORBIDDEN, **UNAVAILABLE},
 )
-async def release(uid: str, service: Service, _: Writer) -> Any:
-    return _json(await service.release_async(uid))
+async def release(
+    uid: str,
+    service: Service,
+    claims: Claims,
+    _: Writer,
+    attempt: Annotated[
+        str | None, Query(alias=contract.ATTEMPT_PARAM, max_length=128, description="withdraw only this attempt")
+    ] = None,
+) -> Any:
+    if not attempt:
+        claims.forget(uid)
+        return _json(await service.release_async(uid))
+    async with claims.serialised(uid):
+        if not claims.withdraw(uid, attempt):
+            return _json(models.ReleaseResult(released=False))
+        return _json(await service.release_async(uid))
 
 
 @router.post(
@@ -122,14 +179,16 @@ async def release(uid: str, service: Service, _: Writer) -> Any:
     tags=["allocations"],
     summary="Decide (and apply) an in-place resize: Accepted, Deferred or Infeasible",
     responses={**UNAUTHENTICATED, **FORBIDDEN, **NOT_FOUND, **INVALID, **UNAVAILABLE},
+    openapi_extra=_body_doc(contract.ResizeRequest),
 )
 async def resize(
     uid: str,
-    body: contract.ResizeRequest,
+    request: Request,
     service: Service,
     _: Writer,
     dry_run: Annotated[bool, Query(alias="dryRun", description="only judge feasibility; change nothing")] = False,
 ) -> Any:
+    body = await _read_body(request, contract.ResizeRequest)
     desired = requests.pod_resources(body.pod, pod_level_resources=service.config.gates.pod_level_resources, uid=uid)
     return _json(await service.resize_async(uid, desired, dry_run=dry_run))
 

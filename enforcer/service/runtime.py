@@ -69,13 +69,16 @@ def start(
             settings.kubelet_config_file, settings.node_config, cgroup_driver=settings.cgroup_driver
         )
     topology = startup.load_topology(settings)
+    startup.check_state_dir(settings.state_path.parent)
     store = journal.JournaledStore(settings.state_path)
     try:
         claim = store.claim()
     except state_errors.CheckpointError as err:
         raise ConfigError(err.message) from None
     try:
-        loaded = startup.load_state(store, topology, settings.node_config)
+        loaded = startup.load_state(store, topology, settings.node_config, identity=startup.current_identity(settings))
+        if loaded.started_empty_after_state:
+            metrics.state_started_empty.inc()
         service = NodeService(
             node_name=settings.node_name,
             topology=topology,

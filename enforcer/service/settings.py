@@ -71,8 +71,15 @@ _PATH_FIELDS = (
     "kubelet_config_file",
     "proc_root",
 )
+ClientRole = Literal["webhook", "operator", "reader"]
+# The identities `numaguard certs` issues; the roles are explained in enforcer/service/auth.py.
+DEFAULT_CLIENT_IDENTITIES: Mapping[str, ClientRole] = {
+    "numaguard-webhook": "webhook",
+    "numaguard-operator": "operator",
+    "numaguard-metrics": "reader",
+}
 # Fields whose environment value is a JSON/YAML document rather than a scalar.
-_STRUCTURED_FIELDS = frozenset({"kubelet", "topology_document"})
+_STRUCTURED_FIELDS = frozenset({"kubelet", "topology_document", "client_identities"})
 
 
 class EnforcerSettings(BaseModel):
@@ -93,6 +100,12 @@ class EnforcerSettings(BaseModel):
     tls_key: Path | None = None
     client_ca: Path | None = None  # verifies client certificates: required for state-changing calls
     token_file: Path | None = None  # bearer token accepted by read endpoints
+    # Client certificate identity (CN) -> role (webhook: writes; operator: everything; reader: reads only).
+    client_identities: dict[str, ClientRole] = Field(default_factory=lambda: dict(DEFAULT_CLIENT_IDENTITIES))
+    # Request bodies beyond this are refused with 413 before they are read (a Pod object is at most ~1.5 MiB).
+    max_body_bytes: int = Field(default=2 * 1024 * 1024, gt=0)
+    header_timeout_seconds: float = Field(default=10.0, gt=0)  # connection accepted -> complete request head
+    api_docs: bool = False  # serve /openapi.json, /docs, /redoc (behind the reader role) for development
     cert_check_interval: float = Field(default=30.0, gt=0)
     log_level: str = "info"
 

@@ -11,11 +11,21 @@ Two kinds of failure, handled differently on purpose:
   metric) and refuses state-changing calls until an operator runs
   ``numaguard recover-state`` and restarts.  It never silently starts empty:
   pods may still hold the CPUs the file records.
+* A state that belongs to another node or machine (:mod:`.state_identity`)
+  is such a problem too (``StateForeignNode`` / ``StateForeignMachine``), with
+  the recovery command in its message.
+* A state directory that cannot be used at all (missing and not creatable,
+  read-only, not a directory) is a ConfigError raised by
+  :func:`check_state_dir` before anything else: one line, non-zero exit.
+
+:func:`load_state` is also what ``numaguard recover-state --mode check
+--config FILE`` runs, so the command and the enforcer agree on every file.
 """
 
 from __future__ import annotations
 
 import logging
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -26,6 +36,7 @@ from enforcer.engine import builder
 from enforcer.engine.config import NodeConfig
 from enforcer.engine.node import NodeEngine
 from enforcer.errors import ConfigError, EnforcerError
+from enforcer.service import state_identity
 from enforcer.service.reconciler import CgroupLayout
 from enforcer.service.settings import EnforcerSettings
 from enforcer.state import errors as state_errors
@@ -53,6 +64,32 @@ class LoadedState:
     problem: StateProblem | None
     fresh: bool  # nothing was ever saved: the engine is new and must be saved before the first answer
     snapshot: dict[str, Any] | None = None  # what the engine was restored from (the rollback point)
+    # fresh, although the directory once held state (a wiped or lost state file): logged and counted
+    started_empty_after_state: bool = False
+
+
+def check_state_dir(state_dir: Path) -> None:
+    """The state directory exists (created if need be) and takes files; ConfigError in one line otherwise."""
+    try:
+        state_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise ConfigError(f"state directory {state_dir} cannot be created: {err.strerror or err}") from None
+    if not state_dir.is_dir():
+        raise ConfigError(f"state directory {state_dir} is not a directory")
+    probe = state_dir / f".numaguard-write-probe-{os.getpid()}"
+    try:
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError as err:
+        raise ConfigError(
+            f"state directory {state_dir} is not writable ({err.strerror or err}): "
+            "the enforcer must persist every allocation before it answers"
+        ) from None
+
+
+def current_identity(settings: EnforcerSettings) -> state_identity.Identity:
+    sysfs = settings.sysfs_root if settings.sysfs_root is not None else None
+    return state_identity.Identity(settings.node_name, state_identity.machine_id(sysfs))
 
 
 def load_topology(settings: EnforcerSettings) -> CPUTopology:
@@ -65,15 +102,48 @@ def load_topology(settings: EnforcerSettings) -> CPUTopology:
     return discovery.discover(source, meminfo_fallback=meminfo)
 
 
-def load_state(store: journal.JournaledStore, topology: CPUTopology, config: NodeConfig) -> LoadedState:
-    """The engine as the state file left it; raises ConfigError only when the configuration itself is impossible."""
+def load_state(
+    store: journal.JournaledStore,
+    topology: CPUTopology,
+    config: NodeConfig,
+    *,
+    identity: state_identity.Identity | None = None,
+    record: bool = True,
+) -> LoadedState:
+    """The engine as the state file left it; raises ConfigError only when the configuration itself is impossible.
+
+    With ``identity`` (this node and machine) the state must belong to it, and (``record``) a start records it.
+    """
     fresh_engine = builder.build(topology, config)
     try:
         snapshot = store.load()
     except state_errors.CheckpointError as err:
         return LoadedState(None, StateProblem(err.reason, err.message), fresh=False)
+    state_dir = store.path.parent
     if snapshot is None:
-        return LoadedState(fresh_engine, None, fresh=True)
+        lost = identity is not None and state_identity.started_empty(state_dir)
+        if lost and record:
+            log.warning(
+                "state file missing in a directory that held numaguard state: starting empty; pods on this node "
+                "may still hold CPUs and memory the enforcer no longer knows (drain the node)",
+                extra={"state_file": str(store.path)},
+            )
+        if identity is not None and record:
+            _record(state_dir, identity)
+        return LoadedState(fresh_engine, None, fresh=True, started_empty_after_state=lost)
+    if identity is not None:
+        recorded = state_identity.read(state_dir)
+        state_node = snapshot.get("node")
+        mismatch = state_identity.problem(
+            current=identity,
+            recorded=recorded,
+            state_node=state_node if isinstance(state_node, str) else None,
+            state_dir=state_dir,
+        )
+        if mismatch is not None:
+            return LoadedState(None, StateProblem(mismatch.reason, mismatch.message), fresh=False)
+        if recorded is None and record:
+            _record(state_dir, identity)  # state written before identities were recorded: adopt it
     try:
         engine = builder.restore(topology, config, snapshot)
     except ConfigError as err:
@@ -83,6 +153,13 @@ def load_state(store: journal.JournaledStore, topology: CPUTopology, config: Nod
         message = f"{store.path}: the saved state does not decode: {type(err).__name__}: {err}"
         return LoadedState(None, StateProblem(STATE_INVALID, message), fresh=False)
     return LoadedState(engine, None, fresh=False, snapshot=snapshot)
+
+
+def _record(state_dir: Path, identity: state_identity.Identity) -> None:
+    try:
+        state_identity.write(state_dir, identity)
+    except OSError as err:  # the state write that follows reports an unwritable directory with its own status
+        log.warning("cannot record the state identity", extra={"state_dir": str(state_dir), "error": str(err)})
 
 
 def cgroup_driver(settings: EnforcerSettings) -> cgdriver.CgroupDriver:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import copy
 import functools
+import os
 import shutil
 import subprocess
 from collections.abc import Iterator
@@ -22,6 +23,7 @@ import celpy
 import kubernetes_validate  # type: ignore[import-untyped]
 import pytest
 import yaml
+from celpy import celtypes
 from celpy.adapter import json_to_cel
 
 from enforcer.engine import builder
@@ -36,6 +38,8 @@ from webhook import settings as webhook_settings
 REPO = Path(__file__).resolve().parents[2]
 MANIFESTS = REPO / "manifests"
 BASE = MANIFESTS / "base"
+APISERVER = MANIFESTS / "apiserver"  # files for the apiserver's own flags, not cluster objects
+OPT_OUT = MANIFESTS / "components" / "opt-out"  # JSON patches, not objects
 K8S_VERSION = "1.36.0"
 CRD_GROUPS = {"cert-manager.io", "monitoring.coreos.com"}
 KUSTOMIZE_BUILDS = [MANIFESTS, MANIFESTS / "overlays" / "cert-manager", MANIFESTS / "overlays" / "monitoring"]
@@ -52,7 +56,7 @@ def object_files() -> list[Path]:
     return sorted(
         p
         for p in MANIFESTS.rglob("*.yaml")
-        if p.name != "kustomization.yaml" and BASE / "config" not in p.parents
+        if p.name != "kustomization.yaml" and not {BASE / "config", APISERVER, OPT_OUT} & set(p.parents)
     )
 
 
@@ -84,8 +88,10 @@ def validate_or_skip_crd(doc: dict[str, Any]) -> None:
 
 @pytest.mark.parametrize(
     "doc",
-    [pytest.param(doc, id=f"{path.relative_to(MANIFESTS)}:{doc['kind']}/{doc['metadata']['name']}")
-     for path, doc in all_objects()],
+    [
+        pytest.param(doc, id=f"{path.relative_to(MANIFESTS)}:{doc['kind']}/{doc['metadata']['name']}")
+        for path, doc in all_objects()
+    ],
 )
 def test_every_manifest_document_validates_against_the_kubernetes_1_36_schema(doc: dict[str, Any]) -> None:
     validate_or_skip_crd(doc)
@@ -164,9 +170,8 @@ class HookCase:
 HOOK_CASES = [
     HookCase("MutatingWebhookConfiguration", "CREATE", "pods", "Ignore"),
     HookCase("MutatingWebhookConfiguration", "CREATE", "pods/binding", "Fail"),
-    HookCase("MutatingWebhookConfiguration", "UPDATE", "pods/resize", "Fail"),
-    HookCase("MutatingWebhookConfiguration", "UPDATE", "pods", "Ignore"),
-    HookCase("ValidatingWebhookConfiguration", "CREATE", "pods", "Fail"),
+    # issue 12: a resize is decided once (validating hook); the pods UPDATE hook did nothing and is gone; the
+    # CREATE validation that must hold while the webhook is down is the ValidatingAdmissionPolicy, not a Fail hook
     HookCase("ValidatingWebhookConfiguration", "UPDATE", "pods/resize", "Fail"),
 ]
 
@@ -193,9 +198,8 @@ def test_every_hook_shares_the_safety_settings() -> None:
             "path": "/mutate" if kind.startswith("Mutating") else "/validate",
             "port": 443,
         }
-        [excluded] = hook["namespaceSelector"]["matchExpressions"]
-        assert excluded["key"] == "kubernetes.io/metadata.name" and excluded["operator"] == "NotIn"
-        assert {"kube-system", "numaguard"} <= set(excluded["values"])
+        # opt-in: only namespaces labelled for it (no system namespace is, nor numaguard's own, whatever its name)
+        assert hook["namespaceSelector"] == {"matchLabels": {"numaguard.io/admission": "enabled"}}
         if kind.startswith("Mutating"):
             assert hook["reinvocationPolicy"] == "IfNeeded"
 
@@ -222,12 +226,18 @@ MATCH_CASES = [
     ("no resources anywhere", pod({"containers": [{"name": "app", "image": "x", "resources": {}}]}), False),
     ("resources key absent", pod({"containers": [{"name": "app", "image": "x"}]}), False),
     ("container requests", pod({"containers": [{"name": "app", "resources": {"requests": {"cpu": "2"}}}]}), True),
-    ("container limits only", pod({"containers": [{"name": "app", "resources": {"limits": {"memory": "1Gi"}}}]}),
-     True),
+    ("container limits only", pod({"containers": [{"name": "app", "resources": {"limits": {"memory": "1Gi"}}}]}), True),
     ("pod-level resources", pod({"resources": {"limits": {"cpu": "4"}}, "containers": [{"name": "app"}]}), True),
-    ("init container only",
-     pod({"initContainers": [{"name": "init", "resources": {"requests": {"cpu": "1"}}}],
-          "containers": [{"name": "app", "resources": {}}]}), True),
+    (
+        "init container only",
+        pod(
+            {
+                "initContainers": [{"name": "init", "resources": {"requests": {"cpu": "1"}}}],
+                "containers": [{"name": "app", "resources": {}}],
+            }
+        ),
+        True,
+    ),
     ("empty init containers", pod({"initContainers": [], "containers": [{"name": "app", "resources": {}}]}), False),
 ]
 
@@ -238,7 +248,7 @@ def test_match_conditions_skip_exactly_the_pods_that_request_nothing(
 ) -> None:
     env = celpy.Environment()
     conditioned = [(kind, hook) for kind, hook in hooks() if hook.get("matchConditions")]
-    assert len(conditioned) == 5  # every hook but the binding one, whose object is a Binding
+    assert len(conditioned) == 1  # the resize hook; CREATE sees every pod (podSource seen must know them all)
     for _, hook in conditioned:
         [condition] = hook["matchConditions"]
         program = env.program(env.compile(condition["expression"]))
@@ -341,8 +351,11 @@ def test_enforcer_is_told_its_node_name_from_the_downward_api() -> None:
     ("kind", "name", "expected"),
     [
         ("Deployment", "numaguard-webhook", ["numaguard", "webhook", "--config", "/etc/numaguard/webhook.yaml"]),
-        ("DaemonSet", "numaguard-enforcer", ["numaguard", "enforcer", "--config", "/etc/numaguard/enforcer.yaml",
-                                             "--node-name", "$(NODE_NAME)"]),
+        (
+            "DaemonSet",
+            "numaguard-enforcer",
+            ["numaguard", "enforcer", "--config", "/etc/numaguard/enforcer.yaml", "--node-name", "$(NODE_NAME)"],
+        ),
     ],
 )
 def test_container_command_lines_name_existing_subcommands(kind: str, name: str, expected: list[str]) -> None:
@@ -420,7 +433,9 @@ def test_service_monitors_use_secrets_the_cert_manager_component_issues() -> Non
     for monitor in monitors:
         assert set(secret_names(monitor["spec"])) <= issued
     enforcer_tls = the("ServiceMonitor", "numaguard-enforcer")["spec"]["endpoints"][0]["tlsConfig"]
-    assert enforcer_tls["cert"]["secret"]["name"] == "numaguard-operator-client-tls"  # /metrics is authenticated
+    assert (
+        enforcer_tls["cert"]["secret"]["name"] == "numaguard-metrics-client-tls"
+    )  # read-only identity  # /metrics is authenticated
 
 
 def test_cert_manager_certificates_match_the_cli_bundle() -> None:
@@ -438,7 +453,10 @@ def test_webhook_config_loads_and_agrees_with_the_hooks_and_certificates() -> No
     binding = rules_of("MutatingWebhookConfiguration")[("CREATE", "pods/binding")]
     assert loaded.timeout_seconds == binding["timeoutSeconds"]
     assert loaded.listen_address()[1] == 8443
-    assert loaded.enforcer_server_name in certs.service_dns_names(certs.ENFORCER_SERVICE, "numaguard")
+    assert loaded.enforcer_server_name is None  # derived from the pod's namespace (downward API)
+    [container] = pod_spec("Deployment", "numaguard-webhook")["containers"]
+    env = {e["name"]: e for e in container["env"]}
+    assert env["WEBHOOK_ENFORCER_NAMESPACE"]["valueFrom"] == {"fieldRef": {"fieldPath": "metadata.namespace"}}
     assert loaded.enforcer_selector == "app.kubernetes.io/name=numaguard-enforcer"
     enforcer_labels = the("DaemonSet", "numaguard-enforcer")["spec"]["template"]["metadata"]["labels"]
     assert enforcer_labels["app.kubernetes.io/name"] == "numaguard-enforcer"
@@ -485,11 +503,8 @@ def test_enforcer_rbac_is_exactly_its_needs() -> None:
         ("", "pods", "get"),
         ("", "pods", "list"),
         ("", "pods", "watch"),
-        ("", "pods", "patch"),
-        ("topology.node.k8s.io", "noderesourcetopologies", "get"),
-        ("topology.node.k8s.io", "noderesourcetopologies", "create"),
-        ("topology.node.k8s.io", "noderesourcetopologies", "update"),
-    }
+        ("", "pods", "patch"),  # narrowed to its own node's pods by numaguard-enforcer-own-node
+    }  # NodeResourceTopology rules live only in optional/node-resource-topology
 
 
 def test_webhook_rbac_only_reads_pods() -> None:
@@ -526,3 +541,175 @@ def test_every_hook_in_the_webhook_configurations_is_a_webhook_label_value_of_ou
             operation = hook["name"].split(".")[0].removeprefix("pods-")
             assert hook["clientConfig"]["service"]["path"] == f"/{mode}"
             assert hook_name(operation, mode) == hook["name"]
+
+
+# -- issue 12: scope, priorities, namespace-agnostic builds, the enforcer's own-node policy -------------------
+
+
+def test_the_daemonset_and_the_webhook_run_at_system_critical_priority() -> None:
+    assert pod_spec("DaemonSet", "numaguard-enforcer")["priorityClassName"] == "system-node-critical"
+    assert pod_spec("Deployment", "numaguard-webhook")["priorityClassName"] == "system-cluster-critical"
+
+
+def test_numaguard_opts_its_own_namespace_out_and_the_policies_select_the_same_namespaces() -> None:
+    assert the("Namespace")["metadata"]["labels"]["numaguard.io/admission"] == "disabled"
+    policy = the("ValidatingAdmissionPolicy", "numaguard-pod-resources")
+    assert policy["spec"]["matchConstraints"]["namespaceSelector"] == {
+        "matchLabels": {"numaguard.io/admission": "enabled"}
+    }
+
+
+def test_a_kustomize_namespace_carries_through_every_reference(tmp_path: Path) -> None:
+    """Finding 8: `namespace: platform-numa` left the webhook's own namespace unexcluded and references behind."""
+    if KUBECTL is None:
+        pytest.skip("kubectl is not installed")
+    (tmp_path / "kustomization.yaml").write_text(
+        yaml.safe_dump({"namespace": "platform-numa", "resources": [os.path.relpath(BASE, tmp_path)]})
+    )
+    built = kustomize(tmp_path)
+    namespaced = [d for d in built if d["metadata"].get("namespace") is not None]
+    assert namespaced and {d["metadata"]["namespace"] for d in namespaced} == {"platform-numa"}
+    for doc in built:
+        if doc["kind"].endswith("WebhookConfiguration"):
+            for hook in doc["webhooks"]:
+                assert hook["clientConfig"]["service"]["namespace"] == "platform-numa"
+                assert hook["namespaceSelector"] == {"matchLabels": {"numaguard.io/admission": "enabled"}}
+        if doc["kind"] in ("ClusterRoleBinding", "RoleBinding"):
+            assert {s["namespace"] for s in doc["subjects"]} == {"platform-numa"}
+    [namespace] = [d for d in built if d["kind"] == "Namespace"]
+    assert namespace["metadata"]["labels"]["numaguard.io/admission"] == "disabled"  # still opted out
+    [config] = [d for d in built if d["kind"] == "ConfigMap" and "webhook.yaml" in d.get("data", {})]
+    assert "numaguard.svc" not in config["data"]["webhook.yaml"]  # the enforcer's name comes from the pod
+
+
+OWN_NODE_REQUEST = {
+    "userInfo": {
+        "username": "system:serviceaccount:numaguard:numaguard-enforcer",
+        "extra": {"authentication.kubernetes.io/node-name": ["worker-1"]},
+    }
+}
+
+
+def _pod_on(node: str, annotations: dict[str, str], labels: dict[str, str] | None = None) -> dict[str, Any]:
+    return {
+        "metadata": {"name": "p", "annotations": annotations, "labels": labels or {"app": "x"}},
+        "spec": {"nodeName": node, "containers": [{"name": "c"}]},
+    }
+
+
+OWN_NODE_CASES = [
+    (
+        "own node, numaguard annotation",
+        _pod_on("worker-1", {}),
+        _pod_on("worker-1", {"numaguard.io/resize": "x"}),
+        True,
+    ),
+    ("another node", _pod_on("worker-2", {}), _pod_on("worker-2", {"numaguard.io/resize": "x"}), False),
+    ("a foreign annotation", _pod_on("worker-1", {}), _pod_on("worker-1", {"team": "evil"}), False),
+    ("a label", _pod_on("worker-1", {}), _pod_on("worker-1", {}, {"app": "y"}), False),
+]
+
+
+@pytest.mark.parametrize(("description", "old", "new", "allowed"), OWN_NODE_CASES, ids=[c[0] for c in OWN_NODE_CASES])
+def test_the_enforcer_may_only_annotate_pods_of_its_own_node(
+    description: str, old: dict[str, Any], new: dict[str, Any], allowed: bool
+) -> None:
+    policy = the("ValidatingAdmissionPolicy", "numaguard-enforcer-own-node")["spec"]
+    env = celpy.Environment()
+    activation: dict[str, Any] = {
+        "request": json_to_cel(OWN_NODE_REQUEST),
+        "object": json_to_cel(new),
+        "oldObject": json_to_cel(old),
+    }
+    [condition] = policy["matchConditions"]
+    assert bool(env.program(env.compile(condition["expression"])).evaluate(activation))
+    variables = celtypes.MapType({})
+    for variable in policy["variables"]:
+        value = env.program(env.compile(variable["expression"])).evaluate({**activation, "variables": variables})
+        variables = celtypes.MapType({**variables, celtypes.StringType(variable["name"]): value})
+    activation["variables"] = variables
+    verdicts = [bool(env.program(env.compile(v["expression"])).evaluate(activation)) for v in policy["validations"]]
+    assert all(verdicts) is allowed, verdicts
+
+
+def test_the_apiserver_admission_configuration_names_the_webhook_service() -> None:
+    admission, kubeconfig = documents(APISERVER / "admission-configuration.yaml")
+    assert admission["kind"] == "AdmissionConfiguration"
+    plugins = {p["name"]: p["configuration"] for p in admission["plugins"]}
+    assert set(plugins) == {"MutatingAdmissionWebhook", "ValidatingAdmissionWebhook"}
+    assert {c["kubeConfigFile"] for c in plugins.values()} == {
+        "/etc/kubernetes/admission/numaguard-webhook-kubeconfig.yaml"
+    }
+    service = the("Service", "numaguard-webhook")
+    [user] = kubeconfig["users"]
+    assert user["name"] == f"numaguard-webhook.{service['metadata']['namespace']}.svc:443"
+
+
+@pytest.mark.parametrize("overlay", ["cert-manager", "monitoring"])
+def test_a_copy_of_an_overlay_with_another_namespace_renames_every_reference(tmp_path: Path, overlay: str) -> None:
+    """Finding 8: cert-manager's inject-ca-from kept pointing at numaguard/ after re-namespacing."""
+    if KUBECTL is None:
+        pytest.skip("kubectl is not installed")
+    source = MANIFESTS / "overlays" / overlay
+    document = yaml.safe_load((source / "kustomization.yaml").read_text())
+    document["namespace"] = "platform-numa"
+    document["resources"] = [os.path.relpath(source / r, tmp_path) for r in document["resources"]]
+    document["components"] = [os.path.relpath(source / c, tmp_path) for c in document["components"]]
+    (tmp_path / "kustomization.yaml").write_text(yaml.safe_dump(document))
+    built = kustomize(tmp_path)
+    text = yaml.safe_dump_all(built)
+    for stale in ("numaguard.svc", "-webhook.numaguard", "-enforcer.numaguard", "namespace: numaguard\n"):
+        assert stale not in text, stale
+    for doc in built:
+        if doc["kind"].endswith("WebhookConfiguration"):
+            annotation = doc["metadata"]["annotations"]["cert-manager.io/inject-ca-from"]
+            assert annotation == "platform-numa/numaguard-webhook-tls"
+        if doc["kind"] == "Certificate" and doc["metadata"]["name"] == "numaguard-webhook-tls":
+            assert "numaguard-webhook.platform-numa.svc" in doc["spec"]["dnsNames"]
+
+
+def _selected(selector: dict[str, Any], labels: dict[str, str]) -> bool:
+    if any(labels.get(k) != v for k, v in selector.get("matchLabels", {}).items()):
+        return False
+    for e in selector.get("matchExpressions", []):
+        if (e["operator"] == "NotIn") == (labels.get(e["key"]) in e["values"]):
+            return False
+    return True
+
+
+@pytest.mark.parametrize(
+    ("namespace", "labels", "opt_in", "opt_out"),
+    [
+        ("ml", {"numaguard.io/admission": "enabled"}, True, True),
+        ("default", {}, False, True),
+        ("numaguard", {"numaguard.io/admission": "disabled"}, False, False),
+        ("kube-system", {}, False, False),
+        ("kube-node-lease", {"numaguard.io/admission": "enabled"}, True, False),  # opt-out excludes it by name
+    ],
+)
+def test_opt_in_and_opt_out_modes_select_the_documented_namespaces(
+    tmp_path: Path, namespace: str, labels: dict[str, str], opt_in: bool, opt_out: bool
+) -> None:
+    if KUBECTL is None:
+        pytest.skip("kubectl is not installed")
+    (tmp_path / "kustomization.yaml").write_text(
+        yaml.safe_dump(
+            {
+                "resources": [os.path.relpath(BASE, tmp_path)],
+                "components": [os.path.relpath(MANIFESTS / "components" / "opt-out", tmp_path)],
+            }
+        )
+    )
+    all_labels = {"kubernetes.io/metadata.name": namespace, **labels}
+    for build, expected in ((kustomize(BASE), opt_in), (kustomize(tmp_path), opt_out)):
+        selectors = [
+            hook["namespaceSelector"] for doc in build if doc["kind"].endswith("WebhookConfiguration")
+            for hook in doc["webhooks"]
+        ]  # fmt: skip
+        selectors += [
+            doc["spec"]["matchConstraints"]["namespaceSelector"]
+            for doc in build
+            if doc["kind"] == "ValidatingAdmissionPolicy" and doc["metadata"]["name"] == "numaguard-pod-resources"
+        ]
+        assert len(selectors) == 4
+        assert {_selected(s, all_labels) for s in selectors} == {expected}

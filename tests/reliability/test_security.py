@@ -19,6 +19,7 @@ log, although the token was sent on many requests.
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import ssl
 import threading
@@ -30,6 +31,7 @@ from typing import Any
 
 import httpx
 import pytest
+import yaml
 from reliability_kit import (
     REVIEWS,
     EnforcerNode,
@@ -42,11 +44,16 @@ from reliability_kit import (
     with_main_resources,
 )
 
+from enforcer.service import main as enforcer_main
+from enforcer.service import settings as enforcer_settings
+from servicekit import tls
+
 pytestmark = pytest.mark.timeout(180)
 
 PUBLIC_ROUTES = {("GET", "/healthz"), ("GET", "/readyz")}  # probes: the kubelet calls them without credentials
 PUBLIC_TAG = "probes"
 WRONG_TOKEN = "wrong-" + "x" * 24
+HEADER_TIMEOUT = 1.5
 
 
 @dataclass(frozen=True)
@@ -74,6 +81,8 @@ class Services:
 @pytest.fixture(scope="module")
 def services(tmp_path_factory: pytest.TempPathFactory, pki: Pki) -> Iterator[Services]:
     node = EnforcerNode(tmp_path_factory.mktemp("secure-node"), pki)
+    config = yaml.safe_load(node.config_file.read_text())
+    node.config_file.write_text(yaml.safe_dump({**config, "headerTimeoutSeconds": HEADER_TIMEOUT}))
     holder = guaranteed_pod("holder", 2)
     node.cgroups.add_pod(holder)
     with node.running(log_level="debug") as enforcer:
@@ -85,8 +94,9 @@ def services(tmp_path_factory: pytest.TempPathFactory, pki: Pki) -> Iterator[Ser
 
 
 def openapi_routes(services: Services) -> list[Route]:
-    with services.node.writer(services.enforcer) as http:
-        document = http.get("/openapi.json").json()
+    """Every route the enforcer's app declares (its OpenAPI document, built in process: it is not served)."""
+    app = enforcer_main.create_app(enforcer_settings.load(services.node.config_file, env={}))
+    document = app.openapi()
     return [
         Route(method.upper(), path, operation)
         for path, operations in document["paths"].items()
@@ -101,9 +111,7 @@ def protected_routes(services: Services) -> list[Route]:
 def request_for(route: Route, holder: dict[str, Any]) -> tuple[str, dict[str, Any] | None]:
     """A request that would succeed (and change state, for writes) with good credentials."""
     path = route.path.replace("{uid}", holder["metadata"]["uid"])
-    schema = (
-        route.operation.get("requestBody", {}).get("content", {}).get("application/json", {}).get("schema", {})
-    )
+    schema = route.operation.get("requestBody", {}).get("content", {}).get("application/json", {}).get("schema", {})
     body_model = str(schema.get("$ref", "")).rsplit("/", 1)[-1]
     if body_model == "AllocationRequest":
         return path, allocation_request(guaranteed_pod("intruder", 1))
@@ -179,9 +187,10 @@ def test_the_operator_certificate_passes_on_every_protected_route(services: Serv
     """The control: the same calls, well authenticated, succeed (writes last, release the very last)."""
     order = {"GET": 0, "POST": 1, "DELETE": 2}
     routes = sorted(protected_routes(services), key=lambda r: (order.get(r.method, 1), r.path))
-    with services.node.writer(services.enforcer) as http, https_client(
-        services.enforcer.base_url, pki.ca, token=pki.token
-    ) as reader:
+    with (
+        services.node.writer(services.enforcer) as http,
+        https_client(services.enforcer.base_url, pki.ca, token=pki.token) as reader,
+    ):
         for route in routes:
             if not route.changes_state:
                 assert send(reader, route, services.holder).status_code == 200, f"{route} with the read token"
@@ -190,6 +199,73 @@ def test_the_operator_certificate_passes_on_every_protected_route(services: Serv
         intruder = guaranteed_pod("intruder", 1)["metadata"]["uid"]
         assert http.delete(f"/allocations/{intruder}").status_code == 200
         assert http.post("/allocations", json=allocation_request(services.holder)).status_code == 201
+
+
+def test_the_api_description_is_not_served(services: Services) -> None:
+    with services.node.writer(services.enforcer) as http:
+        for path in ("/openapi.json", "/docs", "/redoc"):
+            assert http.get(path).status_code == 404, path
+
+
+def test_the_metrics_identity_reads_and_cannot_change_anything(services: Services, pki: Pki) -> None:
+    """Finding 6: the Prometheus scrape identity could allocate and delete; now it only reads."""
+    before = listing_without_cgroups(services)
+    metrics_cert = (pki.bundle.cert("metrics-client"), pki.bundle.key("metrics-client"))
+    with https_client(services.enforcer.base_url, pki.ca, cert=metrics_cert) as scraper:
+        assert scraper.get("/metrics").status_code == 200
+        for route in protected_routes(services):
+            if route.changes_state:
+                response = send(scraper, route, services.holder)
+                assert response.status_code == 403, f"{route}: {response.status_code} {response.text}"
+    assert listing_without_cgroups(services) == before
+
+
+def test_the_webhook_identity_cannot_read_allocations(services: Services, pki: Pki) -> None:
+    webhook_cert = (pki.bundle.cert("webhook-client"), pki.bundle.key("webhook-client"))
+    with https_client(services.enforcer.base_url, pki.ca, cert=webhook_cert) as webhook:
+        assert webhook.get("/allocations").status_code == 403
+
+
+def test_an_anonymous_100_mb_body_is_refused_unread_and_the_enforcer_stays_small(services: Services, pki: Pki) -> None:
+    """Finding 6: one 100 MB POST without credentials got the enforcer OOM-killed; now 413/401 before reading."""
+    chunk = b"x" * (1024 * 1024)
+
+    def stream() -> Iterator[bytes]:
+        for _ in range(100):
+            yield chunk
+
+    with https_client(services.enforcer.base_url, pki.ca) as anonymous:
+        declared = anonymous.post("/allocations", content=b"x" * (3 * 1024 * 1024))
+        assert declared.status_code == 413
+        assert declared.json()["reason"] == "RequestEntityTooLarge"
+        try:
+            chunked = anonymous.post("/allocations", content=stream())
+        except httpx.TransportError:
+            pass  # the server answered and closed while we were still sending: equally refused
+        else:
+            assert chunked.status_code in (401, 413)
+    rss_kib = int(
+        next(
+            line.split()[1]
+            for line in Path(f"/proc/{services.enforcer.pid}/status").read_text().splitlines()
+            if line.startswith("VmHWM:")
+        )
+    )
+    assert rss_kib < 200 * 1024, f"peak RSS {rss_kib} KiB"
+    with services.node.writer(services.enforcer) as http:
+        assert http.get("/readyz").status_code == 200
+
+
+def test_a_connection_that_never_completes_its_request_head_is_closed(services: Services, pki: Pki) -> None:
+    """Slow-loris: a client that sends part of a request head and stops is disconnected by the server."""
+    context = tls.client_context(pki.ca)
+    raw = socket.create_connection(("127.0.0.1", services.enforcer.port), timeout=30)
+    with context.wrap_socket(raw, server_hostname="localhost") as conn:
+        conn.sendall(b"POST /allocations HTTP/1.1\r\nHost: localhost\r\n")
+        received = b"closed without close_notify"
+        with contextlib.suppress(ssl.SSLEOFError, ConnectionResetError):
+            received = conn.recv(1)  # closed by the server (EOF), not by our 30 s socket timeout
+        assert received in (b"", b"closed without close_notify")
 
 
 # -- TLS versions ---------------------------------------------------------------------------------
@@ -207,9 +283,10 @@ def tls11_client_context(pki: Pki) -> ssl.SSLContext:
 
 
 def handshake(port: int, context: ssl.SSLContext) -> str | None:
-    with socket.create_connection(("127.0.0.1", port), timeout=10) as raw, context.wrap_socket(
-        raw, server_hostname="localhost"
-    ) as conn:
+    with (
+        socket.create_connection(("127.0.0.1", port), timeout=10) as raw,
+        context.wrap_socket(raw, server_hostname="localhost") as conn,
+    ):
         return conn.version()
 
 

@@ -281,10 +281,10 @@ async def test_dry_run_binding_asks_the_node_nothing(client: httpx.AsyncClient, 
     assert enforcer.requests == []
 
 
-async def test_binding_of_an_unknown_pod_is_denied_with_a_clear_message(
-    client: httpx.AsyncClient, enforcer: FakeEnforcer
+async def test_binding_of_an_unknown_pod_is_denied_with_a_clear_message_when_configured(
+    make_app: AppFactory, enforcer: FakeEnforcer
 ) -> None:
-    response = await post(client, "/mutate", "binding-unknown-pod")
+    response = await serve_once(make_app(unknown_pod_mode="deny"), "/mutate", "binding-unknown-pod")
     assert response["allowed"] is False
     assert response["status"]["reason"] == "PodUnknown"
     assert "pod default/never-admitted" in response["status"]["message"]
@@ -292,8 +292,12 @@ async def test_binding_of_an_unknown_pod_is_denied_with_a_clear_message(
     assert enforcer.requests == []
 
 
-async def test_binding_of_an_unknown_pod_is_allowed_with_a_warning_when_configured(make_app: AppFactory) -> None:
-    response = await serve_once(make_app(unknown_pod_mode="allow"), "/mutate", "binding-unknown-pod")
+@pytest.mark.parametrize("overrides", [{"unknown_pod_mode": "allow"}, {}], ids=["configured", "podSource-seen-default"])
+async def test_binding_of_an_unknown_pod_is_allowed_with_a_warning(
+    make_app: AppFactory, overrides: dict[str, str]
+) -> None:
+    # Finding 2: with podSource seen, pods created before a webhook restart are unknown; they bind (with a warning)
+    response = await serve_once(make_app(**overrides), "/mutate", "binding-unknown-pod")
     assert response["allowed"] is True
     assert "without a NUMA allocation" in response["warnings"][0]
 
@@ -304,15 +308,17 @@ async def test_binding_without_a_target_node_is_denied_as_a_bad_request(client: 
     assert response["status"]["code"] == 400
 
 
-async def test_binding_to_a_node_without_a_known_enforcer_is_denied(client: httpx.AsyncClient) -> None:
+async def test_binding_to_a_node_numaguard_does_not_enforce_is_allowed_without_asking(
+    client: httpx.AsyncClient, enforcer: FakeEnforcer
+) -> None:
+    # Finding 1: an unlabelled node (no enforcer) accepts every pod; numaguard has no say there
     await post(client, "/validate", "create-validate-tightly-coupled-database")
     review = load_review("binding-tightly-coupled-database")
     review["request"]["object"]["target"]["name"] = "node-b"
     response = await post(client, "/mutate", review)
-    assert response["allowed"] is False
-    assert response["status"]["code"] == 503
-    assert response["status"]["reason"] == "EnforcerUnavailable"
-    assert "no numaguard enforcer is known for node node-b" in response["status"]["message"]
+    assert response["allowed"] is True
+    assert "node node-b is not enforced by numaguard" in response["warnings"][0]
+    assert enforcer.requests == []
 
 
 def _unreachable_app(make_app: AppFactory, enforcer: FakeEnforcer, **overrides: Any) -> Any:
@@ -396,13 +402,26 @@ async def test_legal_resize_of_a_bound_pod_is_judged_by_its_node(
     client: httpx.AsyncClient, enforcer: FakeEnforcer
 ) -> None:
     review = load_review("resize-legal-burstable-web")
-    response = await post(client, "/mutate", review)
+    response = await post(client, "/validate", review)
     assert response["allowed"] is True
     assert "patch" not in response  # K5: never a patch on a resize
     (request,) = enforcer.requests
     uid = review["request"]["oldObject"]["metadata"]["uid"]
     assert request.url.path == f"/allocations/{uid}/resize"
     assert "dryRun" not in request.url.params
+
+
+async def test_a_resize_is_decided_by_the_validating_hook_alone(
+    client: httpx.AsyncClient, enforcer: FakeEnforcer
+) -> None:
+    # Finding 4: every resize reached the node twice (mutating and validating hook); the node is asked once
+    review = load_review("resize-legal-burstable-web")
+    mutated = await post(client, "/mutate", review)
+    assert mutated["allowed"] is True
+    assert enforcer.requests == []
+    validated = await post(client, "/validate", review)
+    assert validated["allowed"] is True
+    assert len(enforcer.requests) == 1
 
 
 async def test_dry_run_resize_asks_the_node_for_feasibility_only(
@@ -436,7 +455,7 @@ async def test_resize_that_removes_a_limit_is_forbidden(client: httpx.AsyncClien
 async def test_deferred_resize_is_allowed_with_a_warning(client: httpx.AsyncClient, enforcer: FakeEnforcer) -> None:
     enforcer.resize_status = "Deferred"
     enforcer.resize_message = "2 more exclusive CPUs needed, now on NUMA node(s) {0}, 2 free on the node"
-    response = await post(client, "/mutate", "resize-legal-burstable-web")
+    response = await post(client, "/validate", "resize-legal-burstable-web")
     assert response["allowed"] is True
     (warning,) = response["warnings"]
     assert warning.startswith(
@@ -451,7 +470,7 @@ async def test_infeasible_resize_is_denied_with_the_nodes_reason(
     enforcer.resize_status = "Infeasible"
     enforcer.resize_reason = "prohibitedCPUAllocationError"
     enforcer.resize_message = "cannot shrink below the promised CPUs 1-3,17-19"
-    response = await post(client, "/mutate", "resize-tightly-coupled-database")
+    response = await post(client, "/validate", "resize-tightly-coupled-database")
     assert response["allowed"] is False
     assert response["status"] == {
         "code": 403,
@@ -471,7 +490,7 @@ async def test_resize_of_a_pod_the_node_does_not_hold_is_allowed_with_a_warning(
     client: httpx.AsyncClient, enforcer: FakeEnforcer
 ) -> None:
     enforcer.unknown_pods.add("burstable-web")
-    response = await post(client, "/mutate", "resize-legal-burstable-web")
+    response = await post(client, "/validate", "resize-legal-burstable-web")
     assert response["allowed"] is True
     assert "holds no numaguard allocation" in response["warnings"][0]
 
@@ -492,11 +511,16 @@ async def test_update_of_resources_asks_the_node_for_feasibility_only(
     assert enforcer.requests[0].url.params["dryRun"] == "true"
 
 
-async def test_delete_forgets_the_pod(client: httpx.AsyncClient, enforcer: FakeEnforcer) -> None:
-    await post(client, "/validate", "create-validate-burstable-web")
-    response = await post(client, "/validate", "delete-burstable-web")
-    assert response["allowed"] is True
-    binding = await post(client, "/mutate", "binding-burstable-web")
+async def test_delete_forgets_the_pod(make_app: AppFactory, enforcer: FakeEnforcer) -> None:
+    app = make_app(unknown_pod_mode="deny")
+    async with (
+        app.router.lifespan_context(app),
+        httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://webhook") as client,
+    ):
+        await post(client, "/validate", "create-validate-burstable-web")
+        response = await post(client, "/validate", "delete-burstable-web")
+        assert response["allowed"] is True
+        binding = await post(client, "/mutate", "binding-burstable-web")
     assert binding["status"]["reason"] == "PodUnknown"
 
 

@@ -14,7 +14,8 @@ from webhook import discovery, errors, plan, settings
 
 def test_defaults_deny_on_unreachable_enforcers_with_a_3s_budget_inside_10s() -> None:
     config = settings.load(env={})
-    assert (config.failure_mode, config.unknown_pod_mode) == ("deny", "deny")
+    assert (config.failure_mode, config.effective_unknown_pod_mode()) == ("deny", "allow")  # podSource seen
+    assert settings.load(env={"WEBHOOK_POD_SOURCE": "kubernetes"}).effective_unknown_pod_mode() == "deny"
     assert (config.timeout_seconds, config.enforcer_budget_seconds) == (10, 3.0)
     assert config.max_body_bytes == 3 * 1024 * 1024
     assert config.listen_address() == ("0.0.0.0", 8443)
@@ -157,3 +158,41 @@ def test_every_shipped_enforcer_map_loads(relative: str) -> None:
     if not path.exists():
         pytest.skip(f"{relative} is not in this tree")
     assert discovery.StaticDirectory.from_file(path).url_for("node-a") is not None
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_a_node_is_enforced_while_it_has_an_enforcer_pod_and_for_a_grace_period_after() -> None:
+    """Issue 12: a rollout or crash loop must not turn a node into "not enforced" (pods would bind unallocated)."""
+    clock = Clock()
+    directory = discovery.DaemonSetDirectory(port=8443, absent_grace_seconds=600, clock=clock)
+    directory.replace_all([enforcer_pod("1", "node-a", "10.244.1.5")])
+    assert directory.is_enforced("node-a") and not directory.is_enforced("node-b")
+    directory.apply("MODIFIED", enforcer_pod("1", "node-a", "10.244.1.5", ready=False))
+    assert directory.is_enforced("node-a") and directory.url_for("node-a") is None  # enforced, enforcer down
+    clock.now += 10_000  # a pod that exists keeps its node enforced however long it is not ready
+    assert directory.is_enforced("node-a")
+    directory.apply("DELETED", enforcer_pod("1", "node-a", "10.244.1.5"))
+    clock.now += 599
+    assert directory.is_enforced("node-a")
+    clock.now += 2
+    assert not directory.is_enforced("node-a")  # the node was unlabelled: numaguard has no say there any more
+
+
+def test_a_pending_enforcer_pod_without_an_ip_already_marks_its_node_enforced() -> None:
+    directory = discovery.DaemonSetDirectory(port=8443)
+    pod = enforcer_pod("1", "node-a", "", ready=False)
+    directory.apply("ADDED", pod)
+    assert directory.is_enforced("node-a") and directory.url_for("node-a") is None
+
+
+def test_a_static_map_enforces_exactly_its_nodes() -> None:
+    directory = discovery.StaticDirectory({"node-a": "https://a:8443"})
+    assert directory.is_enforced("node-a") and not directory.is_enforced("node-b")
+    assert discovery.StaticDirectory({"*": "https://{node}:8443"}).is_enforced("anything")

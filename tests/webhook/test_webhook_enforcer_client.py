@@ -189,3 +189,43 @@ def test_two_metrics_instances_never_share_a_registry() -> None:
     first.observe_admission("create", "denied", 0.01, mode="mutate", reason="Invalid")
     assert b'reason="Invalid"' in first.render()
     assert b'reason="Invalid"' not in second.render()
+
+
+async def test_calls_to_one_node_are_bounded_and_a_call_without_a_slot_in_its_budget_sends_nothing() -> None:
+    """Issue 12 (the binding burst): at most ``concurrency`` calls in flight per node; the rest wait in budget."""
+    fake = FakeEnforcer()
+    gate = asyncio.Event()
+    both_slots_taken = asyncio.Event()
+    in_flight = 0
+    peak = 0
+    sent: list[str] = []
+
+    async def handle(request: httpx.Request) -> httpx.Response:
+        nonlocal in_flight, peak
+        sent.append(request.headers["X-Request-Id"])
+        in_flight += 1
+        peak = max(peak, in_flight)
+        if in_flight == 2:
+            both_slots_taken.set()
+        await gate.wait()
+        in_flight -= 1
+        return fake.handle(request)
+
+    client = enforcer_client.EnforcerClient(transport=httpx.MockTransport(handle), retries=0, concurrency=2)
+    calls = [
+        asyncio.ensure_future(client.allocate(URL, allocation_request(), node="node-a", budget=30, request_id=f"r{n}"))
+        for n in range(5)
+    ]
+    await both_slots_taken.wait()
+    late = client.allocate(URL, allocation_request(), node="node-a", budget=0.05, request_id="late")
+    with pytest.raises(errors.EnforcerTimeout):
+        await late  # both slots are taken for longer than its budget: it gives up
+    assert "late" not in sent and len(sent) == 2 and peak == 2
+    gate.set()
+    allocations = await asyncio.gather(*calls)
+    assert [a.uid for a in allocations] == ["u-1"] * 5
+    assert peak == 2
+    other = await client.allocate(
+        "https://node-b.enforcers.test:8443", allocation_request(), node="node-b", budget=3, request_id="b"
+    )
+    assert other.uid == "u-1"  # another node has slots of its own

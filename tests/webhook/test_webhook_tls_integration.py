@@ -160,8 +160,8 @@ def test_without_a_client_certificate_the_enforcer_refuses_the_handshake_and_the
 ) -> None:
     before = len(peers)
     with start_webhook(bundle, enforcer_port, tmp_path, client_cert=None, client_key=None) as webhook:
-        review(apiserver, webhook.port, "/validate", "create-validate-burstable-web")
-        response = review(apiserver, webhook.port, "/mutate", "binding-burstable-web")
+        review(apiserver, webhook.port, "/validate", "create-validate-tightly-coupled-database")
+        response = review(apiserver, webhook.port, "/mutate", "binding-tightly-coupled-database")
     assert response["allowed"] is False
     assert response["status"]["code"] == 503
     assert "the enforcer on node node-a is unreachable" in response["status"]["message"]

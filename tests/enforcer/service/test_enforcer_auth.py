@@ -8,17 +8,25 @@ from pathlib import Path
 import pytest
 
 from enforcer.service import auth
-from servicekit.tls import PeerCertificate
+from servicekit.tls import CLIENT_AUTH_USAGE, SERVER_AUTH_USAGE, PeerCertificate
 
-PEER = PeerCertificate(
-    common_name="numaguard-webhook",
-    subject={"commonName": "numaguard-webhook"},
-    issuer={"commonName": "numaguard-ca"},
-    serial_number="01",
-    not_before="",
-    not_after="",
-    dns_names=[],
-)
+
+def peer(name: str, *usages: str) -> PeerCertificate:
+    return PeerCertificate(
+        common_name=name,
+        subject={"commonName": name},
+        issuer={"commonName": "numaguard-ca"},
+        serial_number="01",
+        not_before="",
+        not_after="",
+        dns_names=[],
+        extended_key_usages=list(usages or (CLIENT_AUTH_USAGE,)),
+    )
+
+
+WEBHOOK = peer("numaguard-webhook")
+OPERATOR = peer("numaguard-operator")
+METRICS = peer("numaguard-metrics")
 TOKEN = "t0ken-of-the-day"
 
 
@@ -32,9 +40,30 @@ class Case:
 
 
 CASES = [
-    Case("a certificate may write", "write", PEER, None, "certificate"),
-    Case("a certificate may read", "read", PEER, None, "certificate"),
-    Case("a certificate wins over a bad token", "read", PEER, "Bearer wrong", "certificate"),
+    Case("the webhook may write", "write", WEBHOOK, None, "certificate"),
+    Case("the webhook may not read", "read", WEBHOOK, None, auth.AccessDenied),
+    Case("the operator may write", "write", OPERATOR, None, "certificate"),
+    Case("the operator may read", "read", OPERATOR, None, "certificate"),
+    Case("a certificate wins over a bad token", "read", OPERATOR, "Bearer wrong", "certificate"),
+    # finding 6: the metrics scrape identity reads, and can neither allocate nor release
+    Case("the metrics reader may read", "read", METRICS, None, "certificate"),
+    Case("the metrics reader may not write", "write", METRICS, None, auth.AccessDenied),
+    # finding 6: "signed by the CA" is not enough
+    Case("an unknown identity is forbidden", "read", peer("someone"), None, auth.AccessDenied),
+    Case(
+        "a serving certificate is no client",
+        "write",
+        peer("numaguard-webhook", SERVER_AUTH_USAGE),
+        None,
+        auth.AccessDenied,
+    ),
+    Case(
+        "a certificate without usages is no client",
+        "write",
+        {**WEBHOOK, "extended_key_usages": []},
+        None,
+        auth.AccessDenied,
+    ),
     Case("the token may read", "read", None, f"Bearer {TOKEN}", "token"),
     Case("the scheme is case-insensitive", "read", None, f"bearer {TOKEN}", "token"),
     Case("the token may not write", "write", None, f"Bearer {TOKEN}", auth.AccessDenied),
