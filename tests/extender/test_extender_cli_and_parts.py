@@ -119,7 +119,7 @@ def test_the_cli_serves_filter_over_https_from_a_real_enforcer(tmp_path: Path, b
             f"listen: 127.0.0.1:{port}\n"
             f"tlsCert: {bundle.cert('webhook')}\ntlsKey: {bundle.key('webhook')}\n"
             f"enforcersFile: enforcers.yaml\nenforcerCa: {bundle.cert('ca')}\n"
-            f"clientCert: {bundle.cert('webhook-client')}\nclientKey: {bundle.key('webhook-client')}\n"
+            f"clientCert: {bundle.cert('metrics-client')}\nclientKey: {bundle.key('metrics-client')}\n"
             "pollIntervalSeconds: 0.2\nfreshnessSeconds: 5\nlogLevel: WARNING\n"
         )
         command = [sys.executable, "-m", "numaguard_cli.main", "extender", "--config", str(tmp_path / "extender.yaml")]
