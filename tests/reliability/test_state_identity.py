@@ -56,7 +56,9 @@ def test_another_nodes_state_is_refused_with_the_recovery_path(
 ) -> None:
     node_b = node_named(tmp_path / "node-b", pki, "node-b")
     node_b.state_dir.mkdir(parents=True)
+    journal = node_a_state.state_path.with_name(node_a_state.state_path.name + ".journal")
     shutil.copy(node_a_state.state_path, node_b.state_path)
+    shutil.copy(journal, node_b.state_dir / journal.name)  # the state is the base file and its journal
     if with_identity_file:
         shutil.copy(node_a_state.state_dir / state_identity.IDENTITY_FILE, node_b.state_dir)
     copied = node_b.state_path.read_bytes()
