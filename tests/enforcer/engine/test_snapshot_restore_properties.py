@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import re
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -25,7 +26,11 @@ from hypothesis import strategies as st
 from enforcer.engine import builder
 from enforcer.engine.config import NodeConfig, from_kubelet
 from enforcer.engine.node import NodeEngine
-from enforcer.memorymanager.policy_static import GROUP_RULE_VIOLATED
+from enforcer.errors import ConfigError
+from enforcer.memorymanager import placement
+from enforcer.memorymanager.policy_static import GROUP_RULE_VIOLATED, StaticMemoryPolicy
+from enforcer.memorymanager.restore import STATE_MISMATCH
+from enforcer.memorymanager.state import Block, MemoryState
 from enforcer.topology import synthetic
 from enforcer.topology.machine import CPUTopology, NUMANode
 from shared.resources import ContainerKind, ContainerResources, PodResources, Resources
@@ -51,7 +56,14 @@ def machine(numa: int, cores_per_numa: int, memory_gi: int, hugepages_mi: int) -
 
 
 def kubelet_config(
-    topology_policy: str, scope: str, memory_policy: str, cpu_policy: str, *, plr: bool, prefer_closest: bool
+    topology_policy: str,
+    scope: str,
+    memory_policy: str,
+    cpu_policy: str,
+    *,
+    plr: bool = False,
+    prefer_closest: bool = False,
+    compatibility: str = "extended",
 ) -> NodeConfig:
     raw: dict[str, Any] = {
         "cpuManagerPolicy": cpu_policy,
@@ -68,7 +80,7 @@ def kubelet_config(
         raw["featureGates"] = {"PodLevelResources": True, "PodLevelResourceManagers": True}
     if prefer_closest and topology_policy != "none":
         raw["topologyManagerPolicyOptions"] = {"prefer-closest-numa-nodes": "true"}
-    return from_kubelet(raw)
+    return from_kubelet(raw, compatibility=compatibility)
 
 
 # ------------------------------------------------------------------ pods
@@ -177,6 +189,19 @@ class Node:
     hugepages_mi: int
     plr: bool
     prefer_closest: bool
+    compatibility: str
+
+    def engine(self, topology_policy: str, scope: str, memory_policy: str, cpu_policy: str) -> NodeEngine:
+        config = kubelet_config(
+            topology_policy,
+            scope,
+            memory_policy,
+            cpu_policy,
+            plr=self.plr,
+            prefer_closest=self.prefer_closest,
+            compatibility=self.compatibility,
+        )
+        return builder.build(machine(self.numa, self.cores_per_numa, self.memory_gi, self.hugepages_mi), config)
 
 
 nodes = st.builds(
@@ -187,6 +212,7 @@ nodes = st.builds(
     hugepages_mi=st.sampled_from([0, 0, 1024]),
     plr=st.booleans(),
     prefer_closest=st.booleans(),
+    compatibility=st.sampled_from(["extended", "extended", "kubelet"]),
 )
 
 
@@ -198,7 +224,24 @@ def restarted(engine: NodeEngine) -> NodeEngine:
     restored = builder.restore(engine.topology, engine.config, json.loads(json.dumps(snapshot)))
     assert restored.snapshot() == snapshot
     assert restored.check() == []
+    validates_in_any_entry_order(restored)
     return restored
+
+
+def validates_in_any_entry_order(engine: NodeEngine) -> None:
+    """The kubelet's ``validateState`` walks its entries in Go's random map order, and rebuilds each node's
+    ``cells`` from the last block it meets there: a restorable state validates in every order (here, the
+    reverse of the stored one as well)."""
+    state = engine.state.memory
+    if not isinstance(engine.memory_policy, StaticMemoryPolicy):
+        return
+    reversed_entries = MemoryState(
+        state.policy_name,
+        {n: node.copy() for n, node in state.machine_state.items()},
+        {uid: dict(reversed(list(ctrs.items()))) for uid, ctrs in reversed(list(state.entries.items()))},
+        dict(reversed(list(state.pod_entries.items()))),
+    )
+    engine.memory_policy.validate_state(reversed_entries)
 
 
 def run(engine: NodeEngine, sequence: list[Op], *, hugepages: bool) -> None:
@@ -236,11 +279,8 @@ COMBINATIONS = list(itertools.product(TOPOLOGY_POLICIES, SCOPES, MEMORY_POLICIES
 def test_every_reached_state_restores_to_itself(
     topology_policy: str, scope: str, memory_policy: str, cpu_policy: str, node: Node, sequence: list[Op]
 ) -> None:
-    config = kubelet_config(
-        topology_policy, scope, memory_policy, cpu_policy, plr=node.plr, prefer_closest=node.prefer_closest
-    )
-    topology = machine(node.numa, node.cores_per_numa, node.memory_gi, node.hugepages_mi)
-    run(builder.build(topology, config), sequence, hugepages=bool(node.hugepages_mi))
+    engine = node.engine(topology_policy, scope, memory_policy, cpu_policy)
+    run(engine, sequence, hugepages=bool(node.hugepages_mi))
 
 
 @pytest.mark.slow
@@ -250,11 +290,8 @@ def test_every_reached_state_restores_to_itself(
 def test_every_reached_state_restores_to_itself_long(
     topology_policy: str, scope: str, memory_policy: str, cpu_policy: str, node: Node, sequence: list[Op]
 ) -> None:
-    config = kubelet_config(
-        topology_policy, scope, memory_policy, cpu_policy, plr=node.plr, prefer_closest=node.prefer_closest
-    )
-    topology = machine(node.numa, node.cores_per_numa, node.memory_gi, node.hugepages_mi)
-    run(builder.build(topology, config), sequence, hugepages=bool(node.hugepages_mi))
+    engine = node.engine(topology_policy, scope, memory_policy, cpu_policy)
+    run(engine, sequence, hugepages=bool(node.hugepages_mi))
 
 
 # ------------------------------------------------------------------ the reported case
@@ -270,9 +307,7 @@ def test_best_effort_pod_scope_refuses_a_single_node_block_inside_a_memory_group
     block on node 0 would split the group (memory-manager.md A4 with H3).  The pod is refused with the
     kubelet's reason and the state still restores."""
     topology = machine(4, 4, 32, 0)
-    engine = builder.build(
-        topology, kubelet_config("best-effort", "pod", "Static", "static", plr=False, prefer_closest=False)
-    )
+    engine = builder.build(topology, kubelet_config("best-effort", "pod", "Static", "static"))
     for name, cpus, memory in (("p10", 10, 2), ("p8", 8, 1), ("p6", 6, 8)):
         assert engine.admit(guaranteed(name, cpus, memory)).admitted
     decision = engine.admit(guaranteed("p3", 3, 2))
@@ -290,7 +325,7 @@ def test_a_pod_admitted_again_under_a_released_uid_does_not_reuse_its_predecesso
     stays reusable.  Released and admitted again under the same UID, the new pod must be charged in full."""
     engine = builder.build(
         machine(1, 2, 4, 0),
-        kubelet_config("single-numa-node", "pod", "Static", "static", plr=False, prefer_closest=False),
+        kubelet_config("single-numa-node", "pod", "Static", "static"),
     )
     first = PodShape((Shape("init", 1000, 1024), Shape("app", 1000, 512)))
     assert engine.admit(first.build("b", hugepages=False)).admitted
@@ -299,3 +334,22 @@ def test_a_pod_admitted_again_under_a_released_uid_does_not_reuse_its_predecesso
     assert engine.admit(PodShape((Shape("app", 1000, 128),)).build("b", hugepages=False)).admitted
     assert engine.state.memory.machine_state[0].memory_map["memory"].reserved == 128 * MiB
     restarted(engine)
+
+
+def test_the_kubelet_start_check_refuses_a_single_node_block_inside_a_group_in_some_entry_order() -> None:
+    """Why admission was the wrong side, not restore: the state upstream's Allocate leaves behind (a group
+    block on {0,1}, then a single-node block on node 0) passes ``validateState`` only when the entries are
+    met in admission order.  Go's map order is random, so the kubelet starts or not by chance (#113035)."""
+    engine = builder.build(machine(2, 2, 8, 0), kubelet_config("best-effort", "container", "Static", "static"))
+    policy = engine.memory_policy
+    assert isinstance(policy, StaticMemoryPolicy)
+    state = policy.new_state()
+    for uid, block in (("wide", Block((0, 1), "memory", 2 * GiB)), ("small", Block((0,), "memory", GiB))):
+        placement.charge(state.machine_state, block.numa_affinity, block.type, block.size)  # upstream A6
+        state.set_container_blocks(uid, "app", [block])
+    assert [state.machine_state[n].cells for n in (0, 1)] == [[0], [0, 1]]
+    policy.validate_state(state)
+    met_the_other_way = MemoryState(state.policy_name, state.machine_state, dict(reversed(state.entries.items())))
+    with pytest.raises(ConfigError, match=re.escape(STATE_MISMATCH)):
+        policy.validate_state(met_the_other_way)
+    assert any("blocks of different NUMA groups" in p for p in state.check(engine.topology))
