@@ -261,9 +261,10 @@ def run(engine: NodeEngine, sequence: list[Op], *, hugepages: bool) -> None:
 
 
 def _resized(current: PodShape, drawn: PodShape) -> PodShape:
-    """The admitted pod with new CPU and memory from ``drawn``: same containers, roles and budget presence."""
+    """The admitted pod with new CPU, memory and limits from ``drawn``: same containers, roles, hugepages and
+    budget presence (a resize may still ask for another QoS class, which the engine must refuse cleanly)."""
     containers = tuple(
-        Shape(c.kind, new.cpu_millis, new.memory_mi, c.hugepages_mi, c.burstable) if c.kind != "init" else c
+        Shape(c.kind, new.cpu_millis, new.memory_mi, c.hugepages_mi, new.burstable) if c.kind != "init" else c
         for c, new in zip(current.containers, itertools.cycle(drawn.containers), strict=False)
     )
     budget = current.budget if current.budget is None or drawn.budget is None else drawn.budget
