@@ -122,13 +122,21 @@ def affinity_satisfies(machine: Mapping[int, NUMANodeState], mask: int, requests
 
 
 def violates_group_rule(machine: Mapping[int, NUMANodeState], mask: int) -> bool:
-    """A4 (``isAffinityViolatingNUMAAllocations``): a multi-node mask over a used node of another group.
+    """A4: the final mask breaks the group rule of H3 or H4 (a used node serves exactly one NUMA group).
 
-    As upstream, a single-node mask is never reported here (H3 only filters hints).
+    A multi-node mask may not touch a used node of another group, nor a node used alone
+    (``isAffinityViolatingNUMAAllocations``, H4).  A single-node mask may not land on a node
+    of a multi-node group (H3): upstream checks only the first half, so a best-effort merge
+    of a CPU hint {n} with a memory group hint {n,m} lets the kubelet charge a single-node
+    block to a grouped node, after which the node's ``cells`` say [n] while node m's say
+    [n,m] and ``validateState`` fails at the next kubelet start whenever Go's map order
+    rebuilds node n's group from the wider block (kubernetes/kubernetes#113035).  The
+    spec's A4 names both halves; refusing here keeps every admitted state restorable.
     """
     bits = mask_bits(mask)
     if len(bits) == 1:
-        return False
+        node = machine[bits[0]]
+        return node.number_of_assignments > 0 and len(node.cells) > 1
     return any(
         machine[n].number_of_assignments > 0
         and (len(machine[n].cells) == 1 or not _groups_equal(machine[n].cells, bits))

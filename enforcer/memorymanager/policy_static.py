@@ -345,6 +345,12 @@ class StaticMemoryPolicy:
             return
         state.delete_container(pod_uid, container_name)
         placement.release(state.machine_state, blocks)
+        if pod_uid not in state.entries:
+            # The pod is gone, and so is what its init containers left for later containers (A7).
+            # The kubelet keeps it until the next Allocate of another pod, which is harmless there
+            # because a UID never comes back; here a pod released and admitted again under the same
+            # UID would otherwise "reuse" bytes nobody holds, and its blocks would outgrow the charge.
+            state.reusable.pop(pod_uid, None)
 
     # -- in-place resize (extended mode; the rules live in enforcer.memorymanager.resize) ----
     @property

@@ -203,16 +203,31 @@ def test_a_multi_node_mask_over_a_single_numa_node_is_refused_a4() -> None:
     assert c.errors == {("memory", "node"): 1}  # PLR M4
 
 
-def test_a_single_node_hint_inside_a_group_is_not_refused_as_upstream_a4() -> None:
-    # isAffinityViolatingNUMAAllocations skips single-node masks; H3 only filters hints
+def test_a_single_node_mask_inside_a_multi_node_group_is_refused_a4() -> None:
+    # H3 as an A4 check: a single-node block on a grouped node leaves a state validateState cannot
+    # rebuild (kubernetes/kubernetes#113035); upstream's isAffinityViolatingNUMAAllocations misses it
     policy = two_nodes()
     state = policy.new_state()
     wide = ctr("w", 35 * GiB)
     policy.allocate(state, pod("p1", wide), wide, hint(0, 1), counters())
+    before = state.to_dict()
     app = ctr("a", GiB)
-    policy.allocate(state, pod("p2", app), app, hint(1, preferred=False), counters())
-    assert policy.container_blocks(state, "p2", "a") == [block([1], GiB)]
-    assert any("blocks of different NUMA groups" in p for p in state.check(two_nodes_machine()))
+    c = counters()
+    with pytest.raises(UnexpectedAdmissionError) as raised:
+        policy.allocate(state, pod("p2", app), app, hint(1, preferred=False), c)  # node 1 has 25Gi free
+    assert raised.value.message == f"Allocate failed due to {GROUP_RULE_VIOLATED}, which is unexpected"
+    assert c.errors == {("memory", "node"): 1}
+    assert state.to_dict() == before
+    # node 0 gave all its memory to the group: A3 extends {0} to the group, which is allowed
+    policy.allocate(state, pod("p2", app), app, hint(0, preferred=False), counters())
+    assert policy.container_blocks(state, "p2", "a") == [block([0, 1], GiB)]
+    assert state.check(two_nodes_machine()) == []
+    # once the group is gone a single node is fine again
+    policy.remove_container(state, "p1", "w")
+    policy.remove_container(state, "p2", "a")
+    policy.allocate(state, pod("p3", app), app, hint(1), counters())
+    assert policy.container_blocks(state, "p3", "a") == [block([1], GiB)]
+    assert state.check(two_nodes_machine()) == []
 
 
 def test_block_size_is_the_request_and_charges_walk_the_mask_in_order_a5_a6() -> None:
