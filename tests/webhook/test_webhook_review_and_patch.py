@@ -129,6 +129,131 @@ def test_bodies_neither_decoder_reads_raise_what_json_loads_raises(body: bytes) 
         review.decode_json(body)
 
 
+# -- the envelope read without the models: the same request as the models give, or the models' answer ----------
+
+_ENVELOPE_FIELD_VALUES = st.none() | st.booleans() | st.integers() | st.text(max_size=4) | _JSON_VALUES
+_REQUEST_KEYS = [
+    "uid", "kind", "resource", "subResource", "requestKind", "requestResource", "requestSubResource", "name",
+    "namespace", "operation", "userInfo", "object", "oldObject", "dryRun", "options",
+    "sub_resource", "dry_run", "user_info", "obj",
+]  # fmt: skip
+_TRIPLE = st.fixed_dictionaries(
+    {}, optional={key: st.text(max_size=3) | _ENVELOPE_FIELD_VALUES for key in ("group", "version", "kind", "resource")}
+)
+_USER_INFO = st.fixed_dictionaries(
+    {},
+    optional={
+        "username": st.text(max_size=3) | st.none() | st.integers(),
+        "uid": st.text(max_size=3) | st.none(),
+        "groups": st.lists(st.text(max_size=3) | st.none() | st.integers(), max_size=3) | st.none() | st.text(),
+    },
+)
+
+
+def _recorded_requests() -> list[dict[str, Any]]:
+    return [json.loads(review_bytes(name))["request"] for name in review_names("") if not name.startswith("body-")]
+
+
+def _model_reading(request: object) -> object:
+    """What the pydantic models make of a request: the model, or the MalformedReview message."""
+    try:
+        return review._validated_request({"apiVersion": review.API_VERSION, "kind": review.KIND, "request": request})
+    except errors.MalformedReview as err:
+        return err.message
+
+
+def _assert_same_request(plain: review.AdmissionRequest, validated: object) -> None:
+    assert isinstance(validated, review.AdmissionRequest)
+    assert plain == validated
+    assert plain.model_dump() == validated.model_dump()
+    assert repr(plain) == repr(validated)
+    assert plain.describe() == validated.describe()
+    assert plain.obj is not None or validated.obj is None
+
+
+def test_every_recorded_review_is_read_without_the_models_and_equals_their_reading() -> None:
+    requests = _recorded_requests()
+    assert requests
+    for request in requests:
+        plain = review._plain_request(request)
+        assert plain is not None, request.get("uid")  # the apiserver's shape takes the plain path
+        _assert_same_request(plain, _model_reading(request))
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    base=st.sampled_from(_recorded_requests()),
+    changes=st.dictionaries(
+        st.sampled_from(_REQUEST_KEYS),
+        _ENVELOPE_FIELD_VALUES | _TRIPLE | _USER_INFO | st.sampled_from(["CREATE", "UPDATE", "DELETE", "CONNECT"]),
+        max_size=3,
+    ),
+    removed=st.sets(st.sampled_from(_REQUEST_KEYS), max_size=2),
+)
+def test_a_request_read_without_the_models_is_what_the_models_read_or_goes_to_them(
+    base: dict[str, Any], changes: dict[str, object], removed: set[str]
+) -> None:
+    request = {key: value for key, value in {**base, **changes}.items() if key not in removed}
+    plain = review._plain_request(request)
+    if plain is not None:  # taken only where the models accept the request, and then equal to their reading
+        _assert_same_request(plain, _model_reading(request))
+
+
+@pytest.mark.parametrize(
+    "changes",
+    [
+        {"name": 0},
+        {"namespace": False},
+        {"subResource": []},
+        {"dryRun": 0},
+        {"dryRun": "true"},
+        {"uid": ""},
+        {"operation": "PATCH"},
+        {"userInfo": {"groups": [1]}},
+        {"kind": {"group": None}},
+        {"requestResource": {"resource": 3}},
+        {"sub_resource": "binding"},
+        {"dry_run": True},
+    ],
+)
+def test_a_request_not_in_the_apiservers_shape_is_left_to_the_models(changes: dict[str, object]) -> None:
+    request = {**_recorded_requests()[0], **changes}
+    assert review._plain_request(request) is None
+
+
+def test_a_request_with_a_null_user_info_gets_the_models_error() -> None:
+    request = {**_recorded_requests()[0], "userInfo": None}
+    assert review._plain_request(request) is None
+    with pytest.raises(errors.MalformedReview, match="request.userInfo"):
+        review.parse_request(
+            json.dumps({"apiVersion": review.API_VERSION, "kind": review.KIND, "request": request}).encode()
+        )
+
+
+@pytest.mark.parametrize(
+    "response",
+    [
+        responses.allowed("abc"),
+        responses.denied("abc", "no", reason="Invalid", code=422),
+        review.AdmissionResponse(
+            uid="u",
+            allowed=True,
+            patch="W10=",
+            patch_type="JSONPatch",
+            warnings=["w1", "w2"],
+            audit_annotations={"numaguard.io/x": "y"},
+        ),
+        review.AdmissionResponse(uid="u", allowed=False, warnings=[], audit_annotations={}),
+    ],
+    ids=["allowed", "denied", "every-field", "empty-lists"],
+)
+def test_the_response_fields_are_the_models_dump(response: review.AdmissionResponse) -> None:
+    fields = review.response_document(response)["response"]
+    dumped = response.model_dump(by_alias=True, exclude_none=True)
+    assert fields == dumped
+    assert json.dumps(fields) == json.dumps(dumped)  # the same key order: the same bytes on the wire
+
+
 def test_the_response_envelope_omits_unset_fields() -> None:
     document = review.response_document(responses.allowed("abc"))
     assert document == {
