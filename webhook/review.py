@@ -128,15 +128,8 @@ def parse_request(body: bytes) -> AdmissionRequest:
         raise errors.MalformedReview(
             f"expected apiVersion {API_VERSION!r} and kind {KIND!r}, got {api_version!r} and {kind!r}"
         )
-    request = document.get("request")
-    if request is None:
+    if document.get("request") is None:
         raise errors.MalformedReview("the AdmissionReview has no request")
-    plain = _plain_request(request)
-    return plain if plain is not None else _validated_request(document)
-
-
-def _validated_request(document: dict[str, Any]) -> AdmissionRequest:
-    """The ``request`` of an envelope validated by the models, or their first error as a MalformedReview."""
     try:
         review = _ReviewIn.model_validate(document)
     except ValidationError as err:
@@ -146,117 +139,6 @@ def _validated_request(document: dict[str, Any]) -> AdmissionRequest:
     if review.request is None:  # pragma: no cover - excluded above; keeps the type narrow
         raise errors.MalformedReview("the AdmissionReview has no request")
     return review.request
-
-
-# Keys pydantic would also read by field name (``populate_by_name``): a request carrying one takes the model's path.
-_FIELD_NAMES_NOT_ALIASES = frozenset(
-    name for name, info in AdmissionRequest.model_fields.items() if info.alias is not None and info.alias != name
-)
-_ABSENT = object()
-_NULLABLE = ("subResource", "requestSubResource", "name", "namespace")
-_OPERATIONS: dict[str, Operation] = {"CREATE": "CREATE", "UPDATE": "UPDATE", "DELETE": "DELETE", "CONNECT": "CONNECT"}
-
-
-def _plain_request(request: object) -> AdmissionRequest | None:
-    """The request read with plain dict access when it has the shape kube-apiserver sends; None otherwise.
-
-    Validating the envelope with pydantic costs more per review than reading
-    it.  This reads only requests whose every field already has exactly the
-    type the model would produce (strings, a bool, the nested objects as
-    objects of strings) and builds the model without re-validation, so the
-    result equals ``AdmissionRequest.model_validate``'s.  Anything else (a
-    wrong type, an empty uid, a missing field, a field spelt by its Python
-    name) returns None and goes through pydantic, which gives the error
-    messages this module has always given; a differential property test
-    holds the two paths equal (``tests/webhook/test_webhook_review_and_patch.py``).
-    """
-    if type(request) is not dict or not _FIELD_NAMES_NOT_ALIASES.isdisjoint(request):
-        return None
-    uid, operation_name = request.get("uid"), request.get("operation")
-    if type(uid) is not str or not uid or type(operation_name) is not str:
-        return None
-    operation = _OPERATIONS.get(operation_name)
-    if operation is None:
-        return None
-    kind, resource = _plain_kind(request.get("kind")), _plain_resource(request.get("resource"))
-    if kind is None or resource is None:
-        return None
-    request_kind = request_resource = None
-    if request.get("requestKind") is not None:
-        request_kind = _plain_kind(request["requestKind"])
-        if request_kind is None:
-            return None
-    if request.get("requestResource") is not None:
-        request_resource = _plain_resource(request["requestResource"])
-        if request_resource is None:
-            return None
-    # null reads as "", as the model's ``before`` validator has it
-    strings = _plain_strings({key: _null_as_empty(request.get(key)) for key in _NULLABLE}, _NULLABLE)
-    if strings is None:
-        return None
-    dry_run = request.get("dryRun")
-    if dry_run is None:
-        dry_run = False
-    elif type(dry_run) is not bool:
-        return None
-    user_info = _plain_user_info(request.get("userInfo", _ABSENT))
-    if user_info is None:
-        return None
-    sub_resource, request_sub_resource, name, namespace = strings
-    return AdmissionRequest.model_construct(
-        uid=uid,
-        kind=kind,
-        resource=resource,
-        sub_resource=sub_resource,
-        request_kind=request_kind,
-        request_resource=request_resource,
-        request_sub_resource=request_sub_resource,
-        name=name,
-        namespace=namespace,
-        operation=operation,
-        user_info=user_info,
-        obj=request.get("object"),
-        old_obj=request.get("oldObject"),
-        dry_run=dry_run,
-        options=request.get("options"),
-    )
-
-
-def _null_as_empty(value: object) -> object:
-    return "" if value is None else value
-
-
-def _plain_strings(value: object, keys: tuple[str, ...]) -> list[str] | None:
-    """The string fields ``keys`` of an object (absent: ""); None unless it is an object and each is a string."""
-    if type(value) is not dict:
-        return None
-    found = [value.get(key, "") for key in keys]
-    return found if all(type(item) is str for item in found) else None
-
-
-def _plain_kind(value: object) -> GroupVersionKind | None:
-    fields = _plain_strings(value, ("group", "version", "kind"))
-    if fields is None:
-        return None
-    return GroupVersionKind.model_construct(group=fields[0], version=fields[1], kind=fields[2])
-
-
-def _plain_resource(value: object) -> GroupVersionResource | None:
-    fields = _plain_strings(value, ("group", "version", "resource"))
-    if fields is None:
-        return None
-    return GroupVersionResource.model_construct(group=fields[0], version=fields[1], resource=fields[2])
-
-
-def _plain_user_info(value: object) -> UserInfo | None:
-    """``userInfo``, absent being the default; None unless username/uid are strings and groups a list of them."""
-    if value is _ABSENT:
-        return UserInfo.model_construct(username="", uid="", groups=[])
-    fields = _plain_strings(value, ("username", "uid"))
-    groups = value.get("groups", []) if type(value) is dict else None
-    if fields is None or type(groups) is not list or any(type(group) is not str for group in groups):
-        return None
-    return UserInfo.model_construct(username=fields[0], uid=fields[1], groups=list(groups))
 
 
 def decode_json(body: bytes) -> Any:
@@ -281,22 +163,5 @@ def response_document(response: AdmissionResponse) -> dict[str, Any]:
     return {
         "apiVersion": API_VERSION,
         "kind": KIND,
-        "response": _response_fields(response),
+        "response": response.model_dump(by_alias=True, exclude_none=True),
     }
-
-
-def _response_fields(response: AdmissionResponse) -> dict[str, Any]:
-    """``response.model_dump(by_alias=True, exclude_none=True)``, field by field (a dump per review costs more)."""
-    fields: dict[str, Any] = {"uid": response.uid, "allowed": response.allowed}
-    status = response.status
-    if status is not None:
-        fields["status"] = {"code": status.code, "reason": status.reason, "message": status.message}
-    if response.patch is not None:
-        fields["patch"] = response.patch
-    if response.patch_type is not None:
-        fields["patchType"] = response.patch_type
-    if response.warnings is not None:
-        fields["warnings"] = list(response.warnings)
-    if response.audit_annotations is not None:
-        fields["auditAnnotations"] = dict(response.audit_annotations)
-    return fields
