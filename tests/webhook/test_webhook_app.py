@@ -593,3 +593,12 @@ async def test_readiness_fails_until_every_pod_source_has_synced(enforcer: FakeE
         assert (await http.get("/readyz")).status_code == 503
         index.replace_all([])
         assert (await http.get("/readyz")).status_code == 200
+
+
+@pytest.mark.parametrize("path", ["/mutate", "/validate"])
+async def test_the_review_routes_answer_only_post(client: httpx.AsyncClient, path: str) -> None:
+    # Served as plain Starlette routes (routes.py) for speed; the answer to another method is FastAPI's as before.
+    response = await client.get(path)
+    assert response.status_code == 405
+    assert response.headers["allow"] == "POST"
+    assert response.json() == {"detail": "Method Not Allowed"}
