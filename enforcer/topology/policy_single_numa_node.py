@@ -12,13 +12,17 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import ClassVar
 
-from enforcer.topology import hints, options, policy
+from enforcer.topology import hint_masks, hints, options, policy
 
 
 def filter_single_numa_hints(dimensions: Sequence[Sequence[hints.TopologyHint]]) -> list[list[hints.TopologyHint]]:
     """``filterSingleNumaHints``: keep ``{nil, true}`` and ``{one node, true}``."""
     return [
-        [h for h in dimension if h.preferred and (h.mask is None or h.mask.bit_count() == 1)]
+        [
+            h
+            for h in (dimension.up_to(1) if isinstance(dimension, hint_masks.LayeredHints) else dimension)
+            if h.preferred and (h.mask is None or h.mask.bit_count() == 1)
+        ]
         for dimension in dimensions
     ]
 
