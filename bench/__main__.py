@@ -94,6 +94,7 @@ SECTIONS: dict[str, str] = {
     "cpu": "cpu_lines",
     "merge": "merge_lines",
     "engine": "engine_lines",
+    "hints": "bench.bench_hints",
     "enforcer": "bench.bench_enforcer",
     "webhook": "bench.bench_webhook",
     "memory": "bench.bench_rss",

@@ -473,7 +473,11 @@ def _best_preferred_by_search(
     looked at (prefer-closest, or align-by-socket's wider preferred masks, on huge machines).
     """
     sized = all(d.preferred_max == d.preferred_size for d in layered)
-    low = max(d.preferred_size for d in layered)
+    # a preferred mask fits (at least m_d nodes) and, where only the size decides, has exactly a_d nodes
+    # (align-by-socket also prefers masks narrower or wider than a_d that span the fewest sockets)
+    low = max(
+        [d.min_fit_size for d in layered] + [d.preferred_size for d in layered if d.preferred_max == d.preferred_size]
+    )
     high = min(d.preferred_max for d in layered)
     if sized and len({d.preferred_size for d in layered}) != 1:
         return None, True  # preferred masks have a_d nodes in every dimension: no mask is preferred by all

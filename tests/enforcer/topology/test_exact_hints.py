@@ -16,12 +16,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import pytest
-from exhaustive_reference import exhaustive
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from enforcer.engine import builder
 from enforcer.engine.config import from_kubelet
+from enforcer.engine.exhaustive_reference import exhaustive
 from enforcer.engine.node import Decision, NodeEngine
 from enforcer.topology import hint_masks, synthetic
 from enforcer.topology.machine import CPUInfo, CPUTopology, NUMANode
