@@ -30,7 +30,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from enforcer.topology import bitmask, hints, options, policy
+from enforcer.engine.builder import new_topology_policy
+from enforcer.topology import bitmask, hints, merge, options
 
 H = hints.TopologyHint
 FIXTURES = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "kubelet"
@@ -335,12 +336,12 @@ def oracle(case: BenchCase) -> tuple[H, bool] | None:
 
 
 def _dimensions(providers: Sequence[hints.ProviderHints]) -> list[list[H]]:
-    return policy.filter_providers_hints(providers)
+    return merge.filter_providers_hints(providers)
 
 
 def measure(case: BenchCase, repeats: int, expected: tuple[H, bool] | None) -> Row:
     opts = options.TopologyManagerOptions(prefer_closest_numa=case.prefer_closest)
-    merger = policy.new_policy(case.policy_name, case.numa_ids, opts, case.distances)
+    merger = new_topology_policy(case.policy_name, case.numa_ids, opts, case.distances)
     samples: list[float] = []
     result = merger.merge(case.providers)
     for _ in range(repeats):

@@ -17,14 +17,13 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from shared import contract
+from shared import contract, quantity
 from shared.cpuset import CPUSet
 
 MISSING = "-"
 # A CPU the topology document does not know (the answers came from different machines).
 UNKNOWN_NUMA = "?"
 TABLE_HEADER = ("POD", "CONTAINER", "ASSIGNMENT", "CPUS", "CPU NUMA", "MEMORY", "MEMORY NUMA", "CFS QUOTA")
-_BINARY_UNITS = (("Ei", 1 << 60), ("Pi", 1 << 50), ("Ti", 1 << 40), ("Gi", 1 << 30), ("Mi", 1 << 20), ("Ki", 1 << 10))
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,15 +58,6 @@ class ContainerRow:
             self.memory_numa,
             self.cfs_quota,
         )
-
-
-def human_bytes(count: int) -> str:
-    """``64Gi``, ``54.9Gi``, ``512``: the largest binary unit that keeps the value at least 1."""
-    for suffix, size in _BINARY_UNITS:
-        if count >= size:
-            whole, rest = divmod(count, size)
-            return f"{whole}{suffix}" if rest == 0 else f"{count / size:.1f}{suffix}"
-    return str(count)
 
 
 def numa_of_cpus(topology_document: Mapping[str, Any]) -> dict[int, int]:
@@ -128,7 +118,10 @@ def numa_rows(topology: contract.TopologyView) -> list[tuple[str, ...]]:
         memory = []
         for name in names:
             table = usage.memory.get(name)
-            memory.append(MISSING if table is None else f"{human_bytes(table.free)}/{human_bytes(table.allocatable)}")
+            if table is None:
+                memory.append(MISSING)
+            else:
+                memory.append(f"{quantity.human_bytes(table.free)}/{quantity.human_bytes(table.allocatable)}")
         rows.append(
             (
                 str(usage.id),

@@ -440,7 +440,7 @@ def _write_lines(writes: Sequence[CgroupWrite], uid: str, ids: Mapping[str, str]
     for write in writes:
         value = cgdriver.format_value(write.field, write.value)
         if write.field == "memory_limit" and isinstance(write.value, int):
-            value = demo_steps.human_bytes(write.value)
+            value = quantity.human_bytes(write.value)
         by_path.setdefault(write.path, {})[_CGROUP_FILES.get(write.field, write.field)] = value
     names = {container_id.split("://", 1)[-1]: name for name, container_id in ids.items()}
     # the pod's own cgroup is named after its uid: pod<uid> (cgroupfs), kubepods-pod<uid with _ for ->.slice (systemd)

@@ -50,7 +50,6 @@ MISSING = "-"
 # Who sends what: a user creates and resizes pods, the scheduler binds them.
 _USER = {"username": "kubernetes-admin", "uid": "demo-admin", "groups": ["system:masters", "system:authenticated"]}
 _SCHEDULER = {"username": "system:kube-scheduler", "uid": "demo-scheduler", "groups": ["system:authenticated"]}
-_BINARY_UNITS = (("Ti", 1 << 40), ("Gi", 1 << 30), ("Mi", 1 << 20), ("Ki", 1 << 10))
 
 TopologyPreference = Literal["auto", "host", "bundled"]
 
@@ -411,22 +410,13 @@ class MachineChoice:
         return f"bundled topology {BUNDLED_TOPOLOGY_NAME}"
 
 
-def human_bytes(count: int) -> str:
-    """``64Gi``, ``7.8Gi``, ``512``: the largest binary unit keeping the value at least 1."""
-    for suffix, size in _BINARY_UNITS:
-        if count >= size:
-            whole, rest = divmod(count, size)
-            return f"{whole}{suffix}" if rest == 0 else f"{count / size:.1f}{suffix}"
-    return str(count)
-
-
 def _plural(count: int, word: str) -> str:
     return f"{count} {word}{'' if count == 1 else 's'}"
 
 
 def describe(topology: CPUTopology) -> str:
     """``2 sockets, 16 cores, 32 CPUs (2 threads per core), 2 NUMA nodes of 64Gi``."""
-    memory = [human_bytes(node.memory.get(MEMORY, 0)) for node in topology.numa_nodes]
+    memory = [quantity.human_bytes(node.memory.get(MEMORY, 0)) for node in topology.numa_nodes]
     sizes = memory[0] if len(set(memory)) == 1 else "/".join(memory)
     threads = topology.cpus_per_core()
     return (

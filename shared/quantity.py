@@ -182,6 +182,19 @@ def format_bytes(count: int) -> str:
     return format_quantity(Decimal(count), "BinarySI")
 
 
+def human_bytes(count: int) -> str:
+    """``64Gi``, ``54.9Gi``, ``512``: the largest binary unit keeping the value at least 1, for people.
+
+    Exact (a whole number of the unit) or one decimal; :func:`format_bytes` is the exact canonical form.
+    """
+    for suffix, shift in sorted(_BINARY.items(), key=lambda item: -item[1]):
+        size = 1 << shift
+        if count >= size:
+            whole, rest = divmod(count, size)
+            return f"{whole}{suffix}" if rest == 0 else f"{count / size:.1f}{suffix}"
+    return str(count)
+
+
 def format_quantity(value: Decimal, fmt: Format) -> str:
     """Serialise like ``Quantity.String()`` in apimachinery."""
     if value == 0:

@@ -24,12 +24,12 @@ and the same annotation bytes, which keeps the CREATE patch idempotent.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from shared import contract, qos, quantity
-from shared.resources import CPU, MEMORY, ContainerKind, ContainerResources, PodResources, QOSClass
+from shared import contract, pod_level, qos, quantity
+from shared.resources import CPU, MEMORY, ContainerKind, PodResources, QOSClass
 from webhook import wording
 
 PLAN_ANNOTATION = contract.ANNOTATION_PREFIX + "plan"
@@ -179,7 +179,7 @@ def _classic(pod: PodResources, policy: PlanPolicy) -> Plan:
     """A Guaranteed pod without ``spec.resources``: every whole-CPU container is exclusive from the node."""
     containers = []
     for c in pod.containers:
-        cpus = _whole_cpus(c)
+        cpus = pod_level.whole_cpus(c.resources.request(CPU))
         containers.append(
             ContainerPlan(
                 c.name,
@@ -195,7 +195,8 @@ def _classic(pod: PodResources, policy: PlanPolicy) -> Plan:
     alignment: Alignment | None
     if policy.scope == "pod":
         memory = qos.effective_pod_requests(pod).get(MEMORY, 0)
-        alignment = _aligned(policy, _pod_exclusive_cpu_total(pod, plans), memory)
+        exclusive_cpus = pod_level.aggregate_exclusive_cpus((p.kind, p.exclusive_cpus) for p in plans)
+        alignment = _aligned(policy, exclusive_cpus, memory)
     else:
         alignment = _largest_container(policy, plans)
     warnings = [
@@ -210,16 +211,17 @@ def _pod_scope_with_budget(pod: PodResources, policy: PlanPolicy) -> Plan:
     """KEP-5526 pod scope: the budget is one aligned bubble carved into exclusive slices and a pod shared pool."""
     assert pod.pod is not None
     budget_millis = pod.pod.requests.get(CPU, 0)
-    cpu_budget = budget_millis // 1000 if budget_millis % 1000 == 0 else 0  # R2.4
+    cpu_budget = pod_level.pod_cpu_budget(pod)  # R2.4
     memory_budget = pod.pod.requests.get(MEMORY, 0)  # R2.5 (hugepages are not planned)
     containers = []
     for c in pod.containers:
-        cpus = _whole_cpus(c) if c.is_guaranteed_equivalent() else 0  # R2.2
+        cpus = pod_level.container_exclusive_cpus(pod, c, pod_level_resource_managers=True)  # R2.2
         cpu_assignment: Assignment = "node_shared" if not cpu_budget else ("pod_exclusive" if cpus else "pod_shared")
         memory_assignment: Assignment = "node_shared"
         memory = 0
         if memory_budget:
-            memory_assignment = "pod_exclusive" if c.is_guaranteed_equivalent() else "pod_shared"  # R2.3
+            exclusive = pod_level.may_be_exclusive(pod, c, pod_level_resource_managers=True)
+            memory_assignment = "pod_exclusive" if exclusive else "pod_shared"  # R2.3
             memory = c.resources.request(MEMORY) if memory_assignment == "pod_exclusive" else 0
         containers.append(
             ContainerPlan(
@@ -232,11 +234,10 @@ def _pod_scope_with_budget(pod: PodResources, policy: PlanPolicy) -> Plan:
             )
         )
     plans = tuple(containers)
-    long_running = [p for p in plans if p.kind != "init"]
-    pool = SharedPool(
-        cpus=max(0, cpu_budget - sum(p.exclusive_cpus for p in long_running)),
-        memory_bytes=max(0, memory_budget - sum(p.exclusive_memory_bytes for p in long_running)),
-    )
+    budget = {CPU: cpu_budget, MEMORY: memory_budget}
+    cpu_pool = pod_level.check_pod_shared_pool({CPU: cpu_budget}, [_pool_member(p, CPU) for p in plans])
+    memory_pool = pod_level.check_pod_shared_pool({MEMORY: memory_budget}, [_pool_member(p, MEMORY) for p in plans])
+    pool = SharedPool(cpus=cpu_pool.pool_size(budget, CPU), memory_bytes=memory_pool.pool_size(budget, MEMORY))
     warnings: list[str] = []
     if budget_millis % 1000:
         warnings.append(
@@ -244,9 +245,9 @@ def _pod_scope_with_budget(pod: PodResources, policy: PlanPolicy) -> Plan:
             f"pod scope pins no CPU for this pod"
         )
     if cpu_budget:
-        warnings += _pool_warnings(plans, cpu_budget, "cpus")
+        warnings += _pool_warnings(cpu_pool, plans, budget, CPU)
     if memory_budget:
-        warnings += _pool_warnings(plans, memory_budget, "memory")
+        warnings += _pool_warnings(memory_pool, plans, budget, MEMORY)
     warnings += _fractional_warnings(pod, plans, pool="pod" if cpu_budget else "node")
     warnings += _sidecar_warnings(plans, remedy="with no cpu/memory of its own it shares the pod pool")
     alignment = _aligned(policy, cpu_budget, memory_budget) if cpu_budget or memory_budget else None
@@ -265,8 +266,8 @@ def _container_scope_with_budget(pod: PodResources, policy: PlanPolicy) -> Plan:
     """KEP-5526 container scope: eligible containers are exclusive from the node, the rest share the node pool."""
     containers = []
     for c in pod.containers:
-        eligible = c.is_guaranteed_equivalent()
-        cpus = _whole_cpus(c) if eligible else 0
+        eligible = pod_level.may_be_exclusive(pod, c, pod_level_resource_managers=True)
+        cpus = pod_level.container_exclusive_cpus(pod, c, pod_level_resource_managers=True)
         containers.append(
             ContainerPlan(
                 c.name,
@@ -290,24 +291,6 @@ def _container_scope_with_budget(pod: PodResources, policy: PlanPolicy) -> Plan:
 # -- sizes -------------------------------------------------------------------------------------------
 
 
-def _whole_cpus(c: ContainerResources) -> int:
-    millis = c.resources.request(CPU)
-    return millis // 1000 if millis > 0 and millis % 1000 == 0 else 0
-
-
-def _pod_exclusive_cpu_total(pod: PodResources, plans: Sequence[ContainerPlan]) -> int:
-    """``podGuaranteedCPUs`` without a budget: max(largest init + sidecars before it, apps + sidecars)."""
-    by_init = by_sidecars = by_apps = 0
-    for p in plans:
-        if p.kind == "sidecar":
-            by_sidecars += p.exclusive_cpus
-        elif p.kind == "init":
-            by_init = max(by_init, by_sidecars + p.exclusive_cpus)
-        else:
-            by_apps += p.exclusive_cpus
-    return max(by_init, by_apps + by_sidecars)
-
-
 def _aligned(policy: PlanPolicy, cpus: int, memory_bytes: int, container: str | None = None) -> Alignment:
     nodes = None if policy.numa_node is None else policy.numa_node.nodes_for(cpus, memory_bytes)
     return Alignment(cpus, memory_bytes, container, nodes)
@@ -329,7 +312,11 @@ def _largest_container(policy: PlanPolicy, plans: Sequence[ContainerPlan]) -> Al
 
 
 def _not_guaranteed_warnings(pod: PodResources, qos_class: QOSClass) -> list[str]:
-    wanting = [c.name for c in pod.containers if c.is_guaranteed_equivalent() and _whole_cpus(c)]
+    wanting = [
+        c.name
+        for c in pod.containers
+        if c.is_guaranteed_equivalent() and pod_level.whole_cpus(c.resources.request(CPU))
+    ]
     if not wanting:
         return []
     verb = "asks" if len(wanting) == 1 else "ask"
@@ -363,7 +350,18 @@ def _sidecar_warnings(plans: Sequence[ContainerPlan], *, remedy: str) -> list[st
     ]
 
 
-def _pool_warnings(plans: Sequence[ContainerPlan], total: int, resource: Literal["cpus", "memory"]) -> list[str]:
+def _pool_member(p: ContainerPlan, resource: str) -> pod_level.PoolMember:
+    """A container of the plan as the empty-pool rule sees it, for ``cpu`` or ``memory``."""
+    if resource == CPU:
+        exclusive = {CPU: p.exclusive_cpus} if p.cpu_assignment == "pod_exclusive" else None
+    else:
+        exclusive = {MEMORY: p.exclusive_memory_bytes} if p.memory_assignment == "pod_exclusive" else None
+    return pod_level.PoolMember(p.name, p.kind, exclusive)
+
+
+def _pool_warnings(
+    check: pod_level.PoolCheck, plans: Sequence[ContainerPlan], budget: Mapping[str, int], resource: str
+) -> list[str]:
     """The empty-pod-shared-pool validation (§5, V1-V6) of one resource, as warnings.
 
     The node refuses such a pod (``EmptyPodSharedPoolError`` or
@@ -371,44 +369,30 @@ def _pool_warnings(plans: Sequence[ContainerPlan], total: int, resource: Literal
     scheduling loop.  V6 (budget left over with nobody to share it) is legal but wasteful.
     """
 
-    def size(p: ContainerPlan) -> int:
-        return p.exclusive_cpus if resource == "cpus" else p.exclusive_memory_bytes
-
-    def exclusive(p: ContainerPlan) -> bool:
-        return (p.cpu_assignment if resource == "cpus" else p.memory_assignment) == "pod_exclusive"
-
     def show(amount: int) -> str:
-        return str(amount) if resource == "cpus" else quantity.format_bytes(amount)
+        return str(amount) if resource == CPU else quantity.format_bytes(amount)
 
-    shown, unit = show(total), "CPUs" if resource == "cpus" else "memory"
-
-    long_running = 0
-    shared: list[str] = []
-    for p in plans:
-        if p.kind == "init":
-            if exclusive(p) and size(p) > total - long_running:
-                return [
-                    f"init container {p.name} asks {show(size(p))} exclusive {resource} but only "
-                    f"{show(total - long_running)} remain after sidecars: nodes will refuse the pod"
-                ]
-            if not exclusive(p) and long_running >= total:
-                return [
-                    f"sidecars take all {shown} pod {unit}, none is left for init container {p.name}: "
-                    f"nodes will refuse the pod"
-                ]
-            continue
-        if exclusive(p):
-            long_running += size(p)
-        else:
-            shared.append(p.name)
-    if shared and long_running >= total:
+    total = budget[resource]
+    shown, unit, word = show(total), "CPUs" if resource == CPU else "memory", "cpus" if resource == CPU else "memory"
+    violation = check.violation
+    if violation is not None and violation.rule == "V1":
         return [
-            f"exclusive containers take all {shown} pod {unit}, none is left for {wording.names(shared)}: "
+            f"init container {violation.container} asks {show(violation.requested)} exclusive {word} but only "
+            f"{show(violation.available)} remain after sidecars: nodes will refuse the pod"
+        ]
+    if violation is not None and violation.rule == "V2":
+        return [
+            f"sidecars take all {shown} pod {unit}, none is left for init container {violation.container}: "
             f"nodes will refuse the pod"
         ]
-    if not shared and long_running < total:
-        left = show(total - long_running)
-        return [f"{left} of the {shown} pod {unit} stay reserved and unused: no container shares them"]
+    if violation is not None:
+        return [
+            f"exclusive containers take all {shown} pod {unit}, none is left for "
+            f"{wording.names(list(check.shared_long_running))}: nodes will refuse the pod"
+        ]
+    unused = check.unused(budget, resource)
+    if unused:
+        return [f"{show(unused)} of the {shown} pod {unit} stay reserved and unused: no container shares them"]
     return []
 
 

@@ -44,6 +44,7 @@ from dataclasses import dataclass
 from itertools import combinations
 from typing import Literal
 
+from enforcer.cpumanager.topology_index import TopologyIndex, by_free_count, index_of
 from enforcer.errors import CPUAllocationError
 from enforcer.topology.machine import CPUTopology
 from shared.cpuset import CPUSet
@@ -93,7 +94,7 @@ def take_by_topology(
     cannot be met.  ``available`` CPUs unknown to ``topology`` are ignored (kubelet ``KeepOnly``),
     but still counted in the "not enough cpus" message, as the kubelet counts them.
     """
-    index = _index_of(topology)
+    index = index_of(topology)
     free = available.mask & index.all_mask
     if options.algorithm == "distributed":
         result = _take_distributed(index, free, num_cpus, options, len(available))
@@ -102,112 +103,6 @@ def take_by_topology(
             index, free, num_cpus, options.spread_across_cores, options.prefer_align_uncore, len(available)
         )
     return CPUSet.from_mask(result)
-
-
-# ---------------------------------------------------------------------------------------------
-# Per-machine index: groupings and their containment, computed once per topology object.
-# ---------------------------------------------------------------------------------------------
-
-# (group id, mask whose free CPUs are counted for sorting, mask deciding membership in the parent)
-_Member = tuple[int, int, int]
-
-
-class _Index:
-    """What the kubelet's ``CPUDetails`` queries answer, as masks grouped by parent."""
-
-    __slots__ = (
-        "topology",
-        "all_mask",
-        "num_cpus",
-        "numa_first",
-        "cpus_per_core",
-        "smallest_core",
-        "smallest_numa",
-        "smallest_socket",
-        "numa_mask",
-        "socket_mask",
-        "uncore_mask",
-        "core_mask",
-        "numas",
-        "sockets",
-        "numas_in_socket",
-        "sockets_in_numa",
-        "cores_in_socket",
-        "cores_in_numa",
-        "uncores_in_numa",
-        "cores_in_uncore",
-        "sockets_of_numa",
-    )
-
-    def __init__(self, topology: CPUTopology) -> None:
-        self.topology = topology
-        self.all_mask = topology.all_cpus.mask
-        self.num_cpus = topology.num_cpus
-        self.numa_mask = dict(sorted(topology.numa_masks.items()))
-        self.socket_mask = dict(sorted(topology.socket_masks.items()))
-        self.uncore_mask = dict(sorted(topology.uncore_masks.items()))
-        self.core_mask = dict(sorted(topology.core_masks.items()))
-        # kubelet CPUTopology: NumNUMANodes counts NUMA nodes that hold CPUs; CPUsPerCore() is the
-        # integer average NumCPUs / NumCores (used to size partial uncore-cache requests).
-        self.numa_first = len(self.socket_mask) >= len(self.numa_mask)
-        self.cpus_per_core = self.num_cpus // len(self.core_mask)
-        self.smallest_core = min(m.bit_count() for m in self.core_mask.values())
-        self.smallest_numa = min(m.bit_count() for m in self.numa_mask.values())
-        self.smallest_socket = min(m.bit_count() for m in self.socket_mask.values())
-
-        self.numas: tuple[_Member, ...] = tuple((n, m, m) for n, m in self.numa_mask.items())
-        self.sockets: tuple[_Member, ...] = tuple((s, m, m) for s, m in self.socket_mask.items())
-        self.numas_in_socket = {
-            s: tuple((n, nm, nm & sm) for n, nm in self.numa_mask.items() if nm & sm)
-            for s, sm in self.socket_mask.items()
-        }
-        self.sockets_in_numa = {
-            n: tuple((s, sm, sm & nm) for s, sm in self.socket_mask.items() if sm & nm)
-            for n, nm in self.numa_mask.items()
-        }
-        self.cores_in_socket = {
-            s: tuple((c, cm, cm & sm) for c, cm in self.core_mask.items() if cm & sm)
-            for s, sm in self.socket_mask.items()
-        }
-        self.cores_in_numa = {
-            n: tuple((c, cm, cm & nm) for c, cm in self.core_mask.items() if cm & nm)
-            for n, nm in self.numa_mask.items()
-        }
-        self.uncores_in_numa = {
-            n: tuple((u, um, um & nm) for u, um in self.uncore_mask.items() if um & nm)
-            for n, nm in self.numa_mask.items()
-        }
-        # (core id, the core's CPUs inside this uncore cache, all of the core's CPUs)
-        self.cores_in_uncore = {
-            u: tuple((c, cm & um, cm) for c, cm in self.core_mask.items() if cm & um)
-            for u, um in self.uncore_mask.items()
-        }
-        self.sockets_of_numa = {
-            n: frozenset(s for s, sm in self.socket_mask.items() if sm & nm) for n, nm in self.numa_mask.items()
-        }
-
-
-_INDEX_CACHE: dict[int, _Index] = {}
-_INDEX_CACHE_LIMIT = 64
-
-
-def _index_of(topology: CPUTopology) -> _Index:
-    # Keyed by identity: CPUTopology hashes its JSON fingerprint, far too slow for a hot path.  The
-    # entry keeps its topology alive, so an id cannot be reused while the entry exists.
-    index = _INDEX_CACHE.get(id(topology))
-    if index is None or index.topology is not topology:
-        if len(_INDEX_CACHE) >= _INDEX_CACHE_LIMIT:
-            _INDEX_CACHE.clear()
-        index = _Index(topology)
-        _INDEX_CACHE[id(topology)] = index
-    return index
-
-
-def _by_free_count(members: Sequence[_Member], free: int) -> list[int]:
-    """kubelet ``sort``: members with a free CPU, fewest free CPUs first, then ascending id."""
-    counted = [((key & free).bit_count(), ident) for ident, key, member in members if member & free]
-    counted.sort()
-    return [ident for _, ident in counted]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -220,7 +115,7 @@ class _Accumulator:
 
     __slots__ = ("index", "free", "result", "needed")
 
-    def __init__(self, index: _Index, free: int, needed: int) -> None:
+    def __init__(self, index: TopologyIndex, free: int, needed: int) -> None:
         self.index = index
         self.free = free
         self.result = 0
@@ -236,14 +131,14 @@ class _Accumulator:
     def sorted_numas(self, free: int) -> list[int]:
         index = self.index
         if index.numa_first:
-            return _by_free_count(index.numas, free)
-        return [n for s in self.sorted_sockets(free) for n in _by_free_count(index.numas_in_socket[s], free)]
+            return by_free_count(index.numas, free)
+        return [n for s in self.sorted_sockets(free) for n in by_free_count(index.numas_in_socket[s], free)]
 
     def sorted_sockets(self, free: int) -> list[int]:
         index = self.index
         if index.numa_first:
-            return [s for n in self.sorted_numas(free) for s in _by_free_count(index.sockets_in_numa[n], free)]
-        return _by_free_count(index.sockets, free)
+            return [s for n in self.sorted_numas(free) for s in by_free_count(index.sockets_in_numa[n], free)]
+        return by_free_count(index.sockets, free)
 
     def sorted_cores(self, free: int) -> Iterator[int]:
         """Cores with a free CPU in the kubelet's order, as of ``free``; sorted one parent at a time."""
@@ -253,11 +148,11 @@ class _Accumulator:
         else:
             parents, children = self.sorted_numas(free), index.cores_in_numa
         for parent in parents:
-            yield from _by_free_count(children[parent], free)
+            yield from by_free_count(children[parent], free)
 
     def sorted_uncores(self, free: int) -> list[int]:
         uncores_in_numa = self.index.uncores_in_numa
-        return [u for n in self.sorted_numas(free) for u in _by_free_count(uncores_in_numa[n], free)]
+        return [u for n in self.sorted_numas(free) for u in by_free_count(uncores_in_numa[n], free)]
 
     # -- the steps of takeByTopologyNUMAPacked -------------------------------------------------------
     def take_full_numas(self) -> None:
@@ -362,7 +257,9 @@ def _not_enough(requested: int, available: int) -> CPUAllocationError:
     )
 
 
-def _take_packed(index: _Index, free: int, num_cpus: int, spread: bool, align_uncore: bool, available: int) -> int:
+def _take_packed(
+    index: TopologyIndex, free: int, num_cpus: int, spread: bool, align_uncore: bool, available: int
+) -> int:
     """kubelet ``takeByTopologyNUMAPacked``; ``available`` is only quoted in the error message."""
     acc = _Accumulator(index, free, num_cpus)
     if acc.needed < 1:
@@ -395,7 +292,7 @@ def _take_packed(index: _Index, free: int, num_cpus: int, spread: bool, align_un
     raise CPUAllocationError("failed to allocate cpus")
 
 
-def _take_packed_ignoring_errors(index: _Index, free: int, num_cpus: int, spread: bool) -> int:
+def _take_packed_ignoring_errors(index: TopologyIndex, free: int, num_cpus: int, spread: bool) -> int:
     # The distributed algorithm discards these errors (`cpus, _ := ...`) and takes the empty set.
     try:
         return _take_packed(index, free, num_cpus, spread, False, free.bit_count())
@@ -579,7 +476,7 @@ def _hand_out_round_robin(left: dict[int, int], subset: Sequence[int], remainder
     return True
 
 
-def _numa_range(index: _Index, available_numas: int, num_cpus: int, group: int) -> tuple[int, int]:
+def _numa_range(index: TopologyIndex, available_numas: int, num_cpus: int, group: int) -> tuple[int, int]:
     """kubelet ``rangeNUMANodesNeededToSatisfy``."""
     groups_total = (index.num_cpus - 1) // group + 1
     groups_per_numa = (groups_total - 1) // len(index.numa_mask) + 1
@@ -587,7 +484,7 @@ def _numa_range(index: _Index, available_numas: int, num_cpus: int, group: int) 
     return (groups_needed - 1) // groups_per_numa + 1, min(groups_needed, available_numas)
 
 
-def _take_distributed(index: _Index, free: int, num_cpus: int, options: TakeOptions, available: int) -> int:
+def _take_distributed(index: TopologyIndex, free: int, num_cpus: int, options: TakeOptions, available: int) -> int:
     """kubelet ``takeByTopologyNUMADistributed``."""
     group, spread, align = options.cpu_group_size, options.spread_across_cores, options.align_by_socket
     if num_cpus % group != 0:

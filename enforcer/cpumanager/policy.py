@@ -9,19 +9,53 @@ This module declares the Protocol only; it must not import a policy implementati
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Literal, Protocol
 
 from enforcer.counters import AllocationCounters
 from enforcer.cpumanager.state import CPUState
 from enforcer.topology.hints import ProviderHints, TopologyHint
+from shared.contract import CFSQuota
 from shared.cpuset import CPUSet
 from shared.resources import ContainerResources, PodResources
 
 IsolationLevel = Literal["container", "pod", "host"]
 """R9.1 of pod-level-resource-managers.md: exclusive CPUs, the pod shared pool, or the node shared pool."""
 
-CFSQuotaLevel = Literal["none", "container", "pod"]
-"""Where a container's CPU time is capped: nowhere, by its own limit, or only by the pod cgroup."""
+
+STRICT_TOPOLOGY_POLICIES = ("restricted", "single-numa-node")
+
+
+@dataclass(frozen=True, slots=True)
+class ResizeAlignment:
+    """The Topology Manager settings a grow must honour (the node's policy and scope)."""
+
+    policy: str = "none"
+    scope: str = "container"
+
+    @property
+    def strict(self) -> bool:
+        """Whether a grow must stay inside a preferred NUMA set (restricted, single-numa-node)."""
+        return self.policy in STRICT_TOPOLOGY_POLICIES
+
+
+class CPUResizePlan(Protocol):
+    """A resize whose Infeasible rules all passed; applying it may still find the CPUs busy (Deferred)."""
+
+    def apply(self, state: CPUState) -> None:
+        """Resize in ``state`` (a copy of the planned-on state); raises AdmissionRejected (``Deferred``: not now)."""
+        ...
+
+
+class CPUResizer(Protocol):
+    """In-place resize of exclusive CPUs (the ``extended`` engine; KEP-5554, KEP-5526 bubbles)."""
+
+    def plan_resize(
+        self, state: CPUState, old_pod: PodResources, new_pod: PodResources, alignment: ResizeAlignment
+    ) -> CPUResizePlan | None:
+        """Check the resize against every permanent rule (raising the AdmissionRejected that makes it
+        Infeasible); None when the CPU manager has nothing to change."""
+        ...
 
 
 class CPUPolicy(Protocol):
@@ -96,4 +130,13 @@ class CPUPolicy(Protocol):
 
     def isolation_level(self, state: CPUState, pod: PodResources, container: ContainerResources) -> IsolationLevel:
         """R9.1: ``container`` (exclusive), ``pod`` (pod shared pool) or ``host`` (node shared pool)."""
+        ...
+
+    def cfs_quota_level(self, state: CPUState, pod: PodResources, container: ContainerResources) -> CFSQuota:
+        """Where the container's CPU time is capped (the plan's ``cfsQuota``)."""
+        ...
+
+    @property
+    def resizer(self) -> CPUResizer | None:
+        """The policy's in-place resize of the CPUs it holds, or None when it holds none (``none``)."""
         ...

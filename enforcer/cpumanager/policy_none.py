@@ -10,11 +10,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from enforcer.counters import AllocationCounters
-from enforcer.cpumanager.policy import CFSQuotaLevel, CPUPolicy, IsolationLevel
+from enforcer.cpumanager.policy import CPUPolicy, CPUResizer, IsolationLevel
 from enforcer.cpumanager.state import CPUState
 from enforcer.errors import ConfigError
 from enforcer.topology.hints import ProviderHints, TopologyHint
 from enforcer.topology.machine import CPUTopology
+from shared.contract import CFSQuota
 from shared.cpuset import EMPTY, CPUSet
 from shared.resources import CPU, ContainerResources, PodResources
 
@@ -93,7 +94,7 @@ class NonePolicy:
     def default_cpus(self, state: CPUState) -> CPUSet:
         return state.default
 
-    def cfs_quota_level(self, state: CPUState, pod: PodResources, container: ContainerResources) -> CFSQuotaLevel:
+    def cfs_quota_level(self, state: CPUState, pod: PodResources, container: ContainerResources) -> CFSQuota:
         """Nothing is exclusive: the container's own cpu limit, else the pod-level limit, else nothing."""
         if container.resources.limit(CPU) > 0:
             return "container"
@@ -106,6 +107,11 @@ class NonePolicy:
 
     def isolation_level(self, state: CPUState, pod: PodResources, container: ContainerResources) -> IsolationLevel:
         return "host"
+
+    @property
+    def resizer(self) -> CPUResizer | None:
+        """Nothing is pinned, so a resize never concerns the CPU manager."""
+        return None
 
 
 _check: type[CPUPolicy] = NonePolicy

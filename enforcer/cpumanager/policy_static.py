@@ -31,7 +31,13 @@ from enforcer.counters import AllocationCounters
 from enforcer.cpumanager import assignment
 from enforcer.cpumanager import resize as cpu_resize
 from enforcer.cpumanager.options import StaticPolicyOptions
-from enforcer.cpumanager.policy import CFSQuotaLevel, CPUPolicy, IsolationLevel
+from enforcer.cpumanager.policy import (
+    CPUPolicy,
+    CPUResizePlan,
+    CPUResizer,
+    IsolationLevel,
+    ResizeAlignment,
+)
 from enforcer.cpumanager.policy_none import check_state_policy_name
 from enforcer.cpumanager.state import CPUState
 from enforcer.errors import (
@@ -45,6 +51,8 @@ from enforcer.features import FeatureGates
 from enforcer.topology import hint_masks
 from enforcer.topology.hints import ProviderHints, TopologyHint
 from enforcer.topology.machine import CPUTopology
+from shared import pod_level
+from shared.contract import CFSQuota
 from shared.cpuset import EMPTY, CPUSet
 from shared.qos import qos_class
 from shared.resources import CPU, ContainerResources, PodResources
@@ -279,85 +287,45 @@ class StaticPolicy:
     def _pod_is_guaranteed(self, pod: PodResources) -> bool:
         return qos_class(pod, pod_level_resources_gate=self._gates.pod_level_resources) == "Guaranteed"
 
-    def _plr_managers_skip(self, pod: PodResources) -> bool:
-        """R1.8 / PLR R1.5: a PLR pod while either gate is off gets no hints and no pinning."""
-        return pod.pod_level_resources_set and not self._gates.pod_level_managers_enabled
-
     def guaranteed_cpus(self, pod: PodResources, container: ContainerResources) -> int:
         """R1.7 ``guaranteedCPUs``: the exclusive CPU count of a container, 0 for the shared pool."""
         if not self._pod_is_guaranteed(pod):
             return 0
-        if (
-            self._gates.pod_level_resource_managers
-            and pod.pod_level_resources_set
-            and not container.is_guaranteed_equivalent()
-        ):
-            return 0
-        millis = container.resources.request(CPU)
-        if millis % 1000:
-            return 0
-        return millis // 1000
+        return pod_level.container_exclusive_cpus(
+            pod, container, pod_level_resource_managers=self._gates.pod_level_resource_managers
+        )
 
     def pod_guaranteed_cpus(self, pod: PodResources) -> int:
         """``podGuaranteedCPUs``: the PLR budget (PLR R2.4), else the R5.5 aggregate of eligible counts."""
         if self._gates.pod_level_resource_managers and pod.pod_level_resources_set:
-            if not self._pod_is_guaranteed(pod) or pod.pod is None:
-                return 0
-            millis = pod.pod.requests.get(CPU)
-            if millis is None or millis % 1000:
-                return 0
-            return millis // 1000
-        by_init = 0
-        by_sidecars = 0
-        by_apps = 0
-        for container in pod.containers:
-            if CPU not in container.resources.requests:
-                continue
-            count = self.guaranteed_cpus(pod, container)
-            if container.kind == "sidecar":
-                by_sidecars += count
-            elif container.kind == "init":
-                by_init = max(by_init, by_sidecars + count)
-            else:
-                by_apps += count
-        return max(by_init, by_apps + by_sidecars)
+            return pod_level.pod_cpu_budget(pod) if self._pod_is_guaranteed(pod) else 0
+        return pod_level.aggregate_exclusive_cpus(
+            (container.kind, self.guaranteed_cpus(pod, container))
+            for container in pod.containers
+            if CPU in container.resources.requests
+        )
 
     def validate_pod_scope_resources(self, pod: PodResources) -> str | None:
         """PLR §5 (V1-V6): the kubelet's rejection message when the pod shared pool would be empty."""
-        total = self.pod_guaranteed_cpus(pod)
-        has_shared_long_running = False
-        long_running_exclusive = 0
-        for container in pod.init_containers():
+        members = []
+        for container in (*pod.init_containers(), *pod.app_containers()):
             count = self.guaranteed_cpus(pod, container)
-            if not container.is_sidecar:
-                if count > 0:
-                    pool = total - long_running_exclusive
-                    if count > pool:
-                        return (
-                            f"pod rejected, largest exclusive init container requests {count} cpus, "
-                            f"but only {pool} available"
-                        )
-                elif long_running_exclusive >= total:
-                    return "pod rejected, pod has shared init containers but no cpus available for them"
-                continue
-            if count == 0:
-                has_shared_long_running = True
-                continue
-            long_running_exclusive += count
-        for container in pod.app_containers():
-            count = self.guaranteed_cpus(pod, container)
-            if count == 0:
-                has_shared_long_running = True
-                continue
-            long_running_exclusive += count
-        if has_shared_long_running and long_running_exclusive >= total:
+            members.append(pod_level.PoolMember(container.name, container.kind, {CPU: count} if count > 0 else None))
+        violation = pod_level.check_pod_shared_pool({CPU: self.pod_guaranteed_cpus(pod)}, members).violation
+        if violation is None:
+            return None
+        if violation.rule == "V1":
             return (
-                "pod rejected, sum of exclusive container cpu requests equals pod budget, "
-                "leaving no cpus for shared containers"
+                f"pod rejected, largest exclusive init container requests {violation.requested} cpus, "
+                f"but only {violation.available} available"
             )
-        return None
+        if violation.rule == "V2":
+            return "pod rejected, pod has shared init containers but no cpus available for them"
+        return (
+            "pod rejected, sum of exclusive container cpu requests equals pod budget, "
+            "leaving no cpus for shared containers"
+        )
 
-    # -- CPU selection ---------------------------------------------------------------------
     def _take_raw(self, available: CPUSet, count: int) -> CPUSet:
         if count == 0:
             return EMPTY
@@ -503,7 +471,7 @@ class StaticPolicy:
     def get_topology_hints(self, state: CPUState, pod: PodResources, container: ContainerResources) -> ProviderHints:
         """R6.1-R6.4 ``GetTopologyHints``."""
         requested = self.guaranteed_cpus(pod, container)
-        if requested == 0 or self._plr_managers_skip(pod):
+        if requested == 0 or pod_level.never_pinned(pod, managers_enabled=self._gates.pod_level_managers_enabled):
             return None
         allocated = state.container_cpus(pod.uid, container.name)
         if allocated is not None:
@@ -517,7 +485,7 @@ class StaticPolicy:
     def get_pod_topology_hints(self, state: CPUState, pod: PodResources) -> ProviderHints:
         """R6.5 / PLR §3 ``GetPodTopologyHints``: one hint set for the pod total or the PLR budget."""
         requested = self.pod_guaranteed_cpus(pod)
-        if requested == 0 or self._plr_managers_skip(pod):
+        if requested == 0 or pod_level.never_pinned(pod, managers_enabled=self._gates.pod_level_managers_enabled):
             return None
         plr_managed = self._gates.pod_level_resource_managers and pod.pod_level_resources_set
         if plr_managed and self.validate_pod_scope_resources(pod) is not None:
@@ -546,7 +514,7 @@ class StaticPolicy:
     ) -> None:
         """R2.1-R2.8 ``Allocate`` (container level; node-level exclusive CPUs).  Idempotent."""
         count = self.guaranteed_cpus(pod, container)
-        if count == 0 or self._plr_managers_skip(pod):
+        if count == 0 or pod_level.never_pinned(pod, managers_enabled=self._gates.pod_level_managers_enabled):
             return
         try:
             self._enforce_smt_alignment(state, count)
@@ -655,17 +623,16 @@ class StaticPolicy:
         state.default = state.default | (released - in_use)
 
     # -- in-place resize (extended mode; the rules live in enforcer.cpumanager.resize) -------
-    def resize_infeasibility(
-        self, state: CPUState, old_pod: PodResources, new_pod: PodResources, alignment: cpu_resize.ResizeAlignment
-    ) -> tuple[str, str] | None:
-        """(reason, message) when the resize can never be honoured on this node (KEP-5554, KEP-5526)."""
-        return cpu_resize.resize_infeasibility(self, state, old_pod, new_pod, alignment)
+    @property
+    def resizer(self) -> CPUResizer | None:
+        return self
 
-    def resize(
-        self, state: CPUState, old_pod: PodResources, new_pod: PodResources, alignment: cpu_resize.ResizeAlignment
-    ) -> None:
-        """Resize the pod's exclusive CPUs and bubble in ``state``; raises AdmissionRejected (``Deferred``: not now)."""
-        cpu_resize.resize(self, state, old_pod, new_pod, alignment)
+    def plan_resize(
+        self, state: CPUState, old_pod: PodResources, new_pod: PodResources, alignment: ResizeAlignment
+    ) -> CPUResizePlan | None:
+        """Check the resize of the pod's exclusive CPUs and bubble against every permanent rule (KEP-5554,
+        KEP-5526); raises the AdmissionRejected that makes it Infeasible, None when nothing changes."""
+        return cpu_resize.plan_resize(self, state, old_pod, new_pod, alignment)
 
     def state_from_dict(self, doc: object) -> CPUState:
         """Read a saved state back and run the restart checks on it (kubelet checkpoint restore + ``Start``)."""
@@ -709,7 +676,7 @@ class StaticPolicy:
     def pod_has_exclusive_cpus(self, state: CPUState, pod: PodResources) -> bool:
         return any(self.container_has_exclusive_cpus(state, pod, c) for c in pod.containers)
 
-    def cfs_quota_level(self, state: CPUState, pod: PodResources, container: ContainerResources) -> CFSQuotaLevel:
+    def cfs_quota_level(self, state: CPUState, pod: PodResources, container: ContainerResources) -> CFSQuota:
         """§8 / PLR R9.2: where the container's CPU time is capped.
 
         ``none`` for exclusive containers while ``DisableCPUQuotaWithExclusiveCPUs`` is on; otherwise

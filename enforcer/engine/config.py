@@ -129,9 +129,7 @@ def _string(raw: Mapping[str, Any], key: str, default: str) -> str:
     return value
 
 
-def from_kubelet(
-    raw: object, *, name: str = "node", compatibility: str = "extended"
-) -> NodeConfig:
+def from_kubelet(raw: object, *, name: str = "node", compatibility: str = "extended") -> NodeConfig:
     """Parse a ``kubelet`` section (KubeletConfiguration field names)."""
     if raw is None:
         raw = {}

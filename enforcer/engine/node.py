@@ -18,25 +18,30 @@ Callers serialise access (the enforcer holds a lock around every call).
 
 from __future__ import annotations
 
-from collections import Counter
-from dataclasses import dataclass, field
-from typing import Any, Literal
+from dataclasses import dataclass
+from typing import Any
 
 from enforcer.counters import AllocationCounters
+from enforcer.cpumanager.policy import CPUPolicy
+from enforcer.cpumanager.state import CPUState
 from enforcer.engine import fit, podcodec
+from enforcer.engine import resize as resize_rules
 from enforcer.engine.config import NodeConfig
-from enforcer.engine.policies import ResourcePolicy
-from enforcer.engine.view import Assignment, ContainerView, PodView, QuotaLevel
-from enforcer.errors import AdmissionRejected, EnforcerError, TopologyAffinityError
-from enforcer.topology.hints import ProviderHints, TopologyHint, mask_of
+from enforcer.engine.policies import BoundProvider
+from enforcer.engine.records import EngineState, PendingResize, PodRecord
+from enforcer.engine.view import ContainerView, PodView
+from enforcer.errors import AdmissionRejected, EnforcerError
+from enforcer.memorymanager.policy import MemoryPolicy
+from enforcer.memorymanager.state import MemoryState
+from enforcer.topology.hints import TopologyHint, mask_of
 from enforcer.topology.machine import CPUTopology
-from shared import qos
+from enforcer.topology.manager import Affinities, HintProvider, TopologyManager
+from shared import contract, qos
+from shared.contract import Assignment, CFSQuota, ResizeOutcome
 from shared.cpuset import CPUSet
-from shared.resources import CPU, MEMORY, ContainerResources, PodResources
+from shared.resources import CPU, MEMORY, PodResources, QOSClass
 
 SNAPSHOT_VERSION = 1
-
-ResizeStatus = Literal["Accepted", "Deferred", "Infeasible"]
 
 
 class PodConflictError(EnforcerError):
@@ -49,60 +54,6 @@ class UnknownPodError(EnforcerError):
     """No allocation exists for this pod UID (the API answers 404)."""
 
     reason = "NotFound"
-
-
-@dataclass
-class PodRecord:
-    """An admitted pod: what it asked for and which hint it was admitted with."""
-
-    pod: PodResources
-    spec_hash: str
-    hint: TopologyHint | None
-    sequence: int
-
-
-@dataclass
-class PendingResize:
-    """A Deferred resize waiting for room (kubelet ``PodResizePending``/``Deferred``)."""
-
-    desired: PodResources
-    reason: str
-    message: str
-    sequence: int
-
-
-@dataclass
-class EngineState:
-    """The whole engine state: one plain value, copied per decision and serialised as one document."""
-
-    cpu: Any
-    memory: Any
-    pods: dict[str, PodRecord] = field(default_factory=dict)
-    pending_resizes: dict[str, PendingResize] = field(default_factory=dict)
-    infeasible_resizes: dict[str, PendingResize] = field(default_factory=dict)
-    counters: AllocationCounters = field(default_factory=AllocationCounters)
-    sequence: int = 0
-
-    def copy(self) -> EngineState:
-        """The copy a decision works on: manager states and counters copied, pod and resize maps shallow.
-
-        The counters are copied map by map (their keys and values are immutable): ``copy.deepcopy`` of
-        them was half the cost of a copy, and every admission and release makes one.
-        """
-        counters = self.counters
-        return EngineState(
-            cpu=self.cpu.copy(),
-            memory=self.memory.copy(),
-            pods=dict(self.pods),
-            pending_resizes=dict(self.pending_resizes),
-            infeasible_resizes=dict(self.infeasible_resizes),
-            counters=AllocationCounters(
-                allocations=Counter(counters.allocations),
-                errors=Counter(counters.errors),
-                assignments=Counter(counters.assignments),
-            ),
-            sequence=self.sequence,
-        )
 
 
 @dataclass(frozen=True)
@@ -118,7 +69,7 @@ class Decision:
 
 @dataclass(frozen=True)
 class ResizeDecision:
-    status: ResizeStatus
+    status: ResizeOutcome
     reason: str | None
     message: str | None
     view: PodView | None
@@ -139,23 +90,25 @@ class NodeEngine:
         topology: CPUTopology,
         config: NodeConfig,
         *,
-        cpu_policy: Any,
-        memory_policy: Any,
-        topology_policy: Any,
+        cpu_policy: CPUPolicy,
+        memory_policy: MemoryPolicy,
+        topology_manager: TopologyManager,
         state: EngineState | None = None,
     ) -> None:
         self.topology = topology
         self.config = config
         self.cpu_policy = cpu_policy
         self.memory_policy = memory_policy
-        self.topology_policy = topology_policy
+        self.topology_manager = topology_manager
         self.allocatable = fit.node_allocatable(topology, config)
         self.state = state or EngineState(cpu=cpu_policy.new_state(), memory=memory_policy.new_state())
 
     # ---------------------------------------------------------------- queries
-    @property
-    def providers(self) -> tuple[ResourcePolicy, ...]:
-        return (self.cpu_policy, self.memory_policy)
+    def _providers(self, work: EngineState) -> tuple[HintProvider, ...]:
+        """The managers bound to the working state, in the kubelet's provider order (CPU, then memory)."""
+        cpu: BoundProvider[CPUState] = BoundProvider(self.cpu_policy, work.cpu)
+        memory: BoundProvider[MemoryState] = BoundProvider(self.memory_policy, work.memory)
+        return (cpu, memory)
 
     def pod_uids(self) -> list[str]:
         return sorted(self.state.pods, key=lambda uid: self.state.pods[uid].sequence)
@@ -175,20 +128,14 @@ class NodeEngine:
     def view(self, uid: str) -> PodView:
         return self._view(self.state, self.record(uid))
 
-    def views(self) -> list[PodView]:
-        return [self._view(self.state, self.state.pods[uid]) for uid in self.pod_uids()]
-
     def pending_resize(self, uid: str) -> PendingResize | None:
         return self.state.pending_resizes.get(uid) or self.state.infeasible_resizes.get(uid)
 
     def used_requests(self, *, excluding: str | None = None) -> dict[str, int]:
-        return fit.used_by(
-            self.requests_of(r.pod) for uid, r in self.state.pods.items() if uid != excluding
-        )
+        return fit.used_by(self.requests_of(r.pod) for uid, r in self.state.pods.items() if uid != excluding)
 
     def default_cpus(self) -> CPUSet:
-        result: CPUSet = self.cpu_policy.default_cpus(self.state.cpu)
-        return result
+        return self.cpu_policy.default_cpus(self.state.cpu)
 
     # ---------------------------------------------------------------- add
     def admit(self, pod: PodResources) -> Decision:
@@ -197,7 +144,7 @@ class NodeEngine:
         pod_qos = qos.qos_class(pod, pod_level_resources_gate=self.config.gates.pod_level_resources)
         pod = _with_qos(pod, pod_qos)  # the hash covers the QoS class the API server would have set
         if existing is not None:
-            if existing.spec_hash != podcodec.spec_hash(pod):
+            if not _same_request(existing, pod):
                 raise PodConflictError(
                     f"pod {pod.uid} ({pod.key}) is already allocated with a different spec; release it first"
                 )
@@ -215,56 +162,27 @@ class NodeEngine:
             return Decision(False, err.reason, err.message, qos_class=pod_qos)
         work.counters.merge(attempt)
         work.sequence += 1
-        work.pods[pod.uid] = PodRecord(pod, podcodec.spec_hash(pod), hint, work.sequence)
+        work.pods[pod.uid] = PodRecord(pod, contract.spec_hash(pod), hint, work.sequence)
         self.state = work
         return Decision(True, view=self.view(pod.uid), qos_class=pod_qos)
 
     def _allocate(self, work: EngineState, pod: PodResources, counters: AllocationCounters) -> TopologyHint | None:
-        """Topology Manager scopes; raises AdmissionRejected. Returns the hint the pod was admitted with."""
-        if self.config.topology_manager_scope == "pod":
-            hint = self._merge([p.get_pod_topology_hints(self._state_of(work, p), pod) for p in self.providers])
-            if self._uses_pod_level_managers(pod):
-                for provider in self.providers:
-                    provider.allocate_pod(self._state_of(work, provider), pod, hint, counters)
-            else:
-                for container in pod.containers:
-                    for provider in self.providers:
-                        provider.allocate(self._state_of(work, provider), pod, container, hint, counters)
-            return hint
-        first: TopologyHint | None = None
-        for container in pod.containers:
-            hint = self._merge(
-                [p.get_topology_hints(self._state_of(work, p), pod, container) for p in self.providers]
-            )
-            for provider in self.providers:
-                provider.allocate(self._state_of(work, provider), pod, container, hint, counters)
-            if first is None and hint is not None and hint.mask is not None and self._is_aligned(work, pod, container):
-                first = hint
-        return first
+        """Topology Manager admission on ``work``; raises AdmissionRejected. The hint the pod was admitted with."""
+        affinities = self.topology_manager.admit(pod, self._providers(work), counters)
+        if self.topology_manager.scope == "pod":
+            return affinities.pod
+        return self._first_aligned(work, pod, affinities)
 
-    def _merge(self, hints: list[ProviderHints]) -> TopologyHint | None:
-        if self.config.topology_manager_policy == "none":
-            return None
-        best, admit = self.topology_policy.merge(hints)
-        if not admit:
-            raise TopologyAffinityError()
-        result: TopologyHint = best
-        return result
-
-    def _uses_pod_level_managers(self, pod: PodResources) -> bool:
-        return pod.pod_level_resources_set and self.config.gates.pod_level_managers_enabled
-
-    def _state_of(self, work: EngineState, provider: Any) -> Any:
-        return work.cpu if provider is self.cpu_policy else work.memory
-
-    def state_of(self, provider: Any) -> Any:
-        """The committed state of one manager (for read-only checks)."""
-        return self._state_of(self.state, provider)
-
-    def _is_aligned(self, work: EngineState, pod: PodResources, container: ContainerResources) -> bool:
-        cpus = self.cpu_policy.container_cpus(work.cpu, pod.uid, container.name)
-        blocks = self.memory_policy.container_blocks(work.memory, pod.uid, container.name)
-        return bool(cpus) or bool(blocks)
+    def _first_aligned(self, work: EngineState, pod: PodResources, affinities: Affinities) -> TopologyHint | None:
+        """Container scope: the hint of the first container some manager aligned (pinned CPUs or blocks)."""
+        for container, hint in affinities.containers:
+            if hint is None or hint.mask is None:
+                continue
+            cpus = self.cpu_policy.container_cpus(work.cpu, pod.uid, container.name)
+            blocks = self.memory_policy.container_blocks(work.memory, pod.uid, container.name)
+            if cpus or blocks:
+                return hint
+        return None
 
     # ---------------------------------------------------------------- remove
     def remove(self, uid: str) -> RemoveResult:
@@ -282,8 +200,8 @@ class NodeEngine:
 
     def _release(self, work: EngineState, pod: PodResources) -> None:
         for container in pod.containers:
-            for provider in self.providers:
-                provider.remove_container(self._state_of(work, provider), pod.uid, container.name)
+            self.cpu_policy.remove_container(work.cpu, pod.uid, container.name)
+            self.memory_policy.remove_container(work.memory, pod.uid, container.name)
 
     # ---------------------------------------------------------------- resize
     def resize(self, desired: PodResources, *, dry_run: bool = False) -> ResizeDecision:
@@ -297,7 +215,7 @@ class NodeEngine:
             saved = self.state
             self.state = saved.copy()
             try:
-                if podcodec.spec_hash(desired) == record.spec_hash:
+                if _same_request(record, desired):
                     return ResizeDecision("Accepted", None, None, self.view(desired.uid))
                 status, reason, message = self._try_resize(record, desired)
                 return ResizeDecision(status, reason, message, self._view(saved, record))
@@ -305,7 +223,7 @@ class NodeEngine:
                 self.state = saved
         self.state.pending_resizes.pop(desired.uid, None)
         self.state.infeasible_resizes.pop(desired.uid, None)
-        if podcodec.spec_hash(desired) == record.spec_hash:
+        if _same_request(record, desired):
             return ResizeDecision("Accepted", None, None, self.view(desired.uid))
         status, reason, message = self._try_resize(record, desired)
         applied: tuple[str, ...] = ()
@@ -317,19 +235,13 @@ class NodeEngine:
             queue[desired.uid] = PendingResize(desired, reason or status, message or "", self.state.sequence)
         return ResizeDecision(status, reason, message, self.view(desired.uid), applied)
 
-    def _try_resize(self, record: PodRecord, desired: PodResources) -> tuple[ResizeStatus, str | None, str | None]:
-        from enforcer.engine import resize as resize_rules
-
-        verdict = resize_rules.decide(self, record, desired)
-        if verdict.status != "Accepted":
+    def _try_resize(self, record: PodRecord, desired: PodResources) -> tuple[ResizeOutcome, str | None, str | None]:
+        verdict = resize_rules.decide(self, record.pod, desired)
+        if verdict.status != "Accepted" or verdict.work is None:
             return verdict.status, verdict.reason, verdict.message
-        work = self.state.copy()
-        try:
-            resize_rules.apply(self, work, record, desired)
-        except AdmissionRejected as err:
-            return "Infeasible", err.reason, err.message
+        work = verdict.work
         work.sequence += 1
-        resized = PodRecord(desired, podcodec.spec_hash(desired), record.hint, record.sequence)
+        resized = PodRecord(desired, contract.spec_hash(desired), record.hint, record.sequence)
         resized.hint = self._widened_hint(work, resized)
         work.pods[desired.uid] = resized
         self.state = work
@@ -424,7 +336,7 @@ class NodeEngine:
                 cpus = default
             memory_assignment: Assignment = mem.memory_assignment(state.memory, pod, c)
             numa_nodes: tuple[int, ...] | None = mem.memory_numa_nodes(state.memory, pod.uid, c.name)
-            quota: QuotaLevel = cpu.cfs_quota_level(state.cpu, pod, c)
+            quota: CFSQuota = cpu.cfs_quota_level(state.cpu, pod, c)
             containers.append(
                 ContainerView(
                     name=c.name,
@@ -491,13 +403,14 @@ class NodeEngine:
             "sequence": s.sequence,
         }
 
-    def restore(self, doc: dict[str, Any], *, cpu_state: Any, memory_state: Any) -> None:
+    def restore(self, doc: dict[str, Any], *, cpu_state: CPUState, memory_state: MemoryState) -> None:
         """Replace the state with a snapshot's (manager states already decoded by the builder)."""
         pods: dict[str, PodRecord] = {}
         for uid, raw in doc.get("pods", {}).items():
             hint_raw = raw.get("hint")
             hint = None if hint_raw is None else TopologyHint(hint_raw["mask"], bool(hint_raw["preferred"]))
-            pods[uid] = PodRecord(podcodec.from_dict(raw["pod"]), str(raw["specHash"]), hint, int(raw["sequence"]))
+            pod = podcodec.from_dict(raw["pod"])
+            pods[uid] = PodRecord(pod, _stored_spec_hash(raw, pod), hint, int(raw["sequence"]))
         self.state = EngineState(
             cpu=cpu_state,
             memory=memory_state,
@@ -536,7 +449,28 @@ class NodeEngine:
         return problems
 
 
-def _with_qos(pod: PodResources, qos_class: Any) -> PodResources:
+def _same_request(record: PodRecord, pod: PodResources) -> bool:
+    """Whether ``pod`` asks for what ``record`` was admitted with: the same resources (the contract's
+    :func:`~shared.contract.spec_hash`) by the same pod (a UID never changes name or priority)."""
+    admitted = record.pod
+    return record.spec_hash == contract.spec_hash(pod) and (admitted.namespace, admitted.name, admitted.priority) == (
+        pod.namespace,
+        pod.name,
+        pod.priority,
+    )
+
+
+_LEGACY_SPEC_HASH_PREFIX = "sha256:"
+
+
+def _stored_spec_hash(raw: dict[str, Any], pod: PodResources) -> str:
+    """The record's spec hash; states written before the engine used the contract's hash stored
+    ``sha256:<32 hex>`` of another document, so those are recomputed from the stored pod."""
+    stored = str(raw["specHash"])
+    return contract.spec_hash(pod) if stored.startswith(_LEGACY_SPEC_HASH_PREFIX) else stored
+
+
+def _with_qos(pod: PodResources, qos_class: QOSClass | None) -> PodResources:
     if pod.qos_class == qos_class:
         return pod
     return PodResources(

@@ -7,8 +7,6 @@ changes.
 
 from __future__ import annotations
 
-import hashlib
-import json
 from typing import Any
 
 from shared.resources import ContainerResources, PodResources, Resources
@@ -50,11 +48,3 @@ def from_dict(d: dict[str, Any]) -> PodResources:
             for c in d["containers"]
         ),
     )
-
-
-def spec_hash(pod: PodResources) -> str:
-    """Identity of what a pod asks for (not who it is): equal for a retried request, different for a changed spec."""
-    body = to_dict(pod)
-    body.pop("uid")
-    encoded = json.dumps(body, sort_keys=True, separators=(",", ":")).encode()
-    return "sha256:" + hashlib.sha256(encoded).hexdigest()[:32]

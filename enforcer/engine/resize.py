@@ -12,25 +12,28 @@ blocks (:mod:`enforcer.cpumanager.resize`, :mod:`enforcer.memorymanager.resize`)
 1. node capacity (Infeasible, never retried);
 2. each manager's permanent rules (Infeasible with the manager's reason, e.g. ``prohibitedCPUAllocationError``);
 3. the kubelet's resource fit against every other pod (Deferred);
-4. a trial placement on copies of the managers' states: what is not free now is Deferred.
+4. the placement, on a copy of the engine state: what is not free now is Deferred.
 
-``apply`` repeats the placement on the engine's working copy, so an Accepted resize changes every
-manager or none (the engine swaps the copy in only on success).  This module never changes the
+Each manager plans the resize once (steps 2 and 4 share the plan); the trial placement of step 4 is
+made on a copy of the engine state, and an Accepted verdict hands that copy back for the engine to
+commit, so an Accepted resize changes every manager or none.  This module never changes the
 committed state itself.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Protocol
 
-from enforcer.cpumanager.resize import ResizeAlignment
+from enforcer.cpumanager.policy import CPUPolicy, CPUResizePlan, ResizeAlignment
 from enforcer.engine import fit
+from enforcer.engine.config import NodeConfig
+from enforcer.engine.records import EngineState
 from enforcer.errors import AdmissionRejected
+from enforcer.memorymanager.policy import MemoryPolicy, MemoryResizePlan
+from shared.contract import ResizeOutcome
 from shared.resources import CPU, MEMORY, PodResources
-
-if TYPE_CHECKING:
-    from enforcer.engine.node import EngineState, NodeEngine, PodRecord
 
 REASON_INFEASIBLE = "Infeasible"
 REASON_DEFERRED = "Deferred"
@@ -41,37 +44,85 @@ MEMORY_STATIC_INFEASIBLE = 'Resize is infeasible for Guaranteed Pods alongside M
 
 @dataclass(frozen=True)
 class Verdict:
-    status: Literal["Accepted", "Deferred", "Infeasible"]
+    """The answer to a resize; when Accepted, ``work`` is the engine state with the resize applied."""
+
+    status: ResizeOutcome
     reason: str | None = None
     message: str | None = None
+    work: EngineState | None = None
 
 
-def _manages_exclusively(engine: NodeEngine, pod: PodResources) -> tuple[bool, bool]:
+class ResizeSubject(Protocol):
+    """What a resize decision reads of the engine (the committed state is never changed here)."""
+
+    @property
+    def config(self) -> NodeConfig: ...
+
+    @property
+    def allocatable(self) -> Mapping[str, int]: ...
+
+    @property
+    def cpu_policy(self) -> CPUPolicy: ...
+
+    @property
+    def memory_policy(self) -> MemoryPolicy: ...
+
+    @property
+    def state(self) -> EngineState: ...
+
+    def requests_of(self, pod: PodResources) -> dict[str, int]: ...
+
+    def used_requests(self, *, excluding: str | None = None) -> dict[str, int]: ...
+
+
+def _manages_exclusively(config: NodeConfig, pod: PodResources) -> tuple[bool, bool]:
     """Whether the static CPU / Static memory policies hold resources for this pod."""
     guaranteed = pod.qos_class == "Guaranteed"
     return (
-        guaranteed and engine.config.cpu_manager_policy == "static",
-        guaranteed and engine.config.memory_manager_policy == "Static",
+        guaranteed and config.cpu_manager_policy == "static",
+        guaranteed and config.memory_manager_policy == "Static",
     )
 
 
-def alignment_of(engine: NodeEngine) -> ResizeAlignment:
-    return ResizeAlignment(engine.config.topology_manager_policy, engine.config.topology_manager_scope)
+def alignment_of(config: NodeConfig) -> ResizeAlignment:
+    return ResizeAlignment(config.topology_manager_policy, config.topology_manager_scope)
 
 
-def _kubelet_refusal(engine: NodeEngine, record: PodRecord) -> Verdict | None:
+def _kubelet_refusal(engine: ResizeSubject, current: PodResources) -> Verdict | None:
     """The v1.36 rule (R4.2): Guaranteed pods under the static managers are never resized."""
-    cpu_static, memory_static = _manages_exclusively(engine, record.pod)
+    cpu_static, memory_static = _manages_exclusively(engine.config, current)
     extended = engine.config.compatibility == "extended"
-    if cpu_static and (not extended or not hasattr(engine.cpu_policy, "resize")):
+    if cpu_static and (not extended or engine.cpu_policy.resizer is None):
         return Verdict("Infeasible", REASON_INFEASIBLE, CPU_STATIC_INFEASIBLE)
-    if memory_static and (not extended or not hasattr(engine.memory_policy, "resize")):
+    if memory_static and (not extended or engine.memory_policy.resizer is None):
         return Verdict("Infeasible", REASON_INFEASIBLE, MEMORY_STATIC_INFEASIBLE)
     return None
 
 
-def decide(engine: NodeEngine, record: PodRecord, desired: PodResources) -> Verdict:
-    refusal = _kubelet_refusal(engine, record)
+@dataclass(frozen=True)
+class _Plans:
+    cpu: CPUResizePlan | None = None
+    memory: MemoryResizePlan | None = None
+
+
+def _plan(engine: ResizeSubject, current: PodResources, desired: PodResources) -> _Plans:
+    """Each manager's plan (CPU manager first, the kubelet's provider order); raises when Infeasible."""
+    if engine.config.compatibility != "extended":
+        return _Plans()
+    cpu_static, memory_static = _manages_exclusively(engine.config, current)
+    cpu_plan: CPUResizePlan | None = None
+    memory_plan: MemoryResizePlan | None = None
+    cpu_resizer, memory_resizer = engine.cpu_policy.resizer, engine.memory_policy.resizer
+    if cpu_static and cpu_resizer is not None:
+        cpu_plan = cpu_resizer.plan_resize(engine.state.cpu, current, desired, alignment_of(engine.config))
+    if memory_static and memory_resizer is not None:
+        memory_plan = memory_resizer.plan_resize(engine.state.memory, current, desired)
+    return _Plans(cpu_plan, memory_plan)
+
+
+def decide(engine: ResizeSubject, current: PodResources, desired: PodResources) -> Verdict:
+    """Accepted (with the resized working state), Deferred or Infeasible, in the order of the module docstring."""
+    refusal = _kubelet_refusal(engine, current)
     if refusal is not None:
         return refusal
     requested = engine.requests_of(desired)
@@ -81,46 +132,20 @@ def decide(engine: NodeEngine, record: PodRecord, desired: PodResources) -> Verd
         if amount > engine.allocatable.get(name, 0):
             short = fit.Shortfall(name, amount, 0, engine.allocatable.get(name, 0))
             return Verdict("Infeasible", REASON_INFEASIBLE, short.capacity_message())
-    cpu_static, memory_static = _manages_exclusively(engine, record.pod)
-    alignment = alignment_of(engine)
-    if engine.config.compatibility == "extended":
-        if cpu_static:
-            problem = engine.cpu_policy.resize_infeasibility(engine.state.cpu, record.pod, desired, alignment)
-            if problem is not None:
-                return Verdict("Infeasible", problem[0], problem[1])
-        if memory_static:
-            problem = engine.memory_policy.resize_infeasibility(engine.state.memory, record.pod, desired)
-            if problem is not None:
-                return Verdict("Infeasible", problem[0], problem[1])
+    try:
+        plans = _plan(engine, current, desired)
+    except AdmissionRejected as err:
+        return Verdict("Infeasible", err.reason, err.message)
     shortfalls = fit.shortfalls(requested, engine.used_requests(excluding=desired.uid), engine.allocatable)
     if shortfalls:
         return Verdict("Deferred", REASON_DEFERRED, shortfalls[0].message())
-    if engine.config.compatibility == "extended" and (cpu_static or memory_static):
-        try:
-            _resize_managers(engine, engine.state.cpu.copy(), engine.state.memory.copy(), record, desired)
-        except AdmissionRejected as err:
-            status: Literal["Deferred", "Infeasible"] = "Deferred" if err.reason == REASON_DEFERRED else "Infeasible"
-            return Verdict(status, err.reason, err.message)
-    return Verdict("Accepted")
-
-
-def _resize_managers(
-    engine: NodeEngine, cpu_state: Any, memory_state: Any, record: PodRecord, desired: PodResources
-) -> None:
-    """CPU manager first, then memory manager (the kubelet's provider order)."""
-    cpu_static, memory_static = _manages_exclusively(engine, record.pod)
-    if cpu_static:
-        engine.cpu_policy.resize(cpu_state, record.pod, desired, alignment_of(engine))
-    if memory_static:
-        engine.memory_policy.resize(memory_state, record.pod, desired)
-
-
-def apply(engine: NodeEngine, work: EngineState, record: PodRecord, desired: PodResources) -> None:
-    """Change the managers' state in ``work`` for an Accepted resize.
-
-    ``decide`` placed the same resize on copies of the same state, so this succeeds; should it not, the
-    AdmissionRejected it raises leaves ``work`` uncommitted (the caller answers Infeasible).
-    """
-    if engine.config.compatibility != "extended":
-        return
-    _resize_managers(engine, work.cpu, work.memory, record, desired)
+    work = engine.state.copy()
+    try:
+        if plans.cpu is not None:
+            plans.cpu.apply(work.cpu)
+        if plans.memory is not None:
+            plans.memory.apply(work.memory)
+    except AdmissionRejected as err:
+        status: ResizeOutcome = "Deferred" if err.reason == REASON_DEFERRED else "Infeasible"
+        return Verdict(status, err.reason, err.message)
+    return Verdict("Accepted", work=work)

@@ -126,8 +126,9 @@ def _base(op: str, key: str) -> dict[str, Any]:
 def _fill(out: dict[str, Any], view: PodView) -> None:
     out["qosClass"] = view.qos_class
     out["numaAffinity"] = None if view.numa_affinity is None else list(view.numa_affinity)
-    out["podSharedPool"] = view.pod_shared_pool_plan()
-    out["containers"] = view.containers_plan()
+    pool = view.pod_shared_pool()
+    out["podSharedPool"] = None if pool is None else pool.model_dump(by_alias=True)
+    out["containers"] = {name: c.model_dump(by_alias=True) for name, c in view.allocated_containers().items()}
 
 
 def _add(engine: NodeEngine, pod: PodResources) -> dict[str, Any]:

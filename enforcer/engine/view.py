@@ -2,18 +2,22 @@
 
 The same view feeds ``numaguard plan`` (contracts/plan.md), the enforcer's
 ``/allocations`` API (shared.contract models) and the cgroup reconciler, so the
-three can never disagree about which CPUs a container got.
+three can never disagree about which CPUs a container got. The view is turned
+into the contract's models here, once: the plan's step and the API body are the
+same models dumped (:meth:`PodView.allocated_containers`, :meth:`PodView.pod_shared_pool`).
+
+The models are built without re-validation: a CPUSet prints the canonical list
+syntax and NUMA ids come sorted from the managers, so parsing them back (what a
+validating constructor does with every string) would only repeat work.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Literal
 
+from shared import contract
+from shared.contract import Assignment, CFSQuota
 from shared.cpuset import CPUSet
-
-Assignment = Literal["node_exclusive", "pod_exclusive", "pod_shared", "node_shared"]
-QuotaLevel = Literal["container", "pod", "none"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -24,18 +28,19 @@ class ContainerView:
     memory_assignment: Assignment
     cpus: CPUSet
     memory_numa_nodes: tuple[int, ...] | None
-    cfs_quota: QuotaLevel
+    cfs_quota: CFSQuota
     cpu_limit_millis: int | None
     memory_limit_bytes: int | None
 
-    def to_plan(self) -> dict[str, Any]:
-        return {
-            "assignment": self.assignment,
-            "memoryAssignment": self.memory_assignment,
-            "cpus": str(self.cpus),
-            "memoryNUMANodes": None if self.memory_numa_nodes is None else list(self.memory_numa_nodes),
-            "cfsQuota": self.cfs_quota,
-        }
+    def to_contract(self) -> contract.ContainerAllocation:
+        """The container's entry of a plan step / an allocation (contracts/plan.md)."""
+        return contract.ContainerAllocation.model_construct(
+            assignment=self.assignment,
+            memory_assignment=self.memory_assignment,
+            cpus=str(self.cpus),
+            memory_numa_nodes=_numa_list(self.memory_numa_nodes),
+            cfs_quota=self.cfs_quota,
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,18 +62,22 @@ class PodView:
     def key(self) -> str:
         return f"{self.namespace}/{self.name}"
 
-    def has_pod_shared_pool(self) -> bool:
-        return self.pod_shared_pool_cpus is not None
-
-    def pod_shared_pool_plan(self) -> dict[str, Any] | None:
+    def pod_shared_pool(self) -> contract.PodSharedPool | None:
+        """The KEP-5526 pod shared pool, or None when the pod has no bubble."""
         if self.pod_shared_pool_cpus is None:
             return None
-        nodes = self.pod_shared_pool_memory_numa_nodes
-        return {"cpus": str(self.pod_shared_pool_cpus), "memoryNUMANodes": None if nodes is None else list(nodes)}
+        return contract.PodSharedPool.model_construct(
+            cpus=str(self.pod_shared_pool_cpus), memory_numa_nodes=_numa_list(self.pod_shared_pool_memory_numa_nodes)
+        )
 
     def long_running(self) -> tuple[ContainerView, ...]:
         """Containers that run for the pod's lifetime (the plan contract's ``containers``)."""
         return tuple(c for c in self.containers if c.kind in ("app", "sidecar"))
 
-    def containers_plan(self) -> dict[str, Any]:
-        return {c.name: c.to_plan() for c in self.long_running()}
+    def allocated_containers(self) -> dict[str, contract.ContainerAllocation]:
+        """The plan contract's ``containers``: every long-running container by name."""
+        return {c.name: c.to_contract() for c in self.long_running()}
+
+
+def _numa_list(nodes: tuple[int, ...] | None) -> list[int] | None:
+    return None if nodes is None else list(nodes)

@@ -14,14 +14,13 @@ knows about the Topology Manager's merge, the CPU manager or cgroups.
 from __future__ import annotations
 
 from enforcer.memorymanager.config import system_reserved_memory
-from enforcer.memorymanager.policy import MemoryAssignment, MemoryPolicy
+from enforcer.memorymanager.policy import MemoryPolicy
 from enforcer.memorymanager.policy_none import NoneMemoryPolicy
 from enforcer.memorymanager.policy_static import StaticMemoryPolicy
 from enforcer.memorymanager.state import Block, MemoryState, MemoryTable, NUMANodeState
 
 __all__ = [
     "Block",
-    "MemoryAssignment",
     "MemoryPolicy",
     "MemoryState",
     "MemoryTable",

@@ -84,12 +84,6 @@ def _as_bytes(amount: Amount, path: str) -> int:
     return int(amount.value)
 
 
-def parse_reserved_memory(raw: object, *, field: str = "kubelet.reservedMemory") -> list[MemoryReservation]:
-    """Shape checks plus ``validateReservedMemoryConfiguration``; the first problem is raised."""
-    reservations, _ = _parse(raw, field)
-    return reservations
-
-
 def _parse(raw: object, field: str) -> tuple[list[MemoryReservation], list[tuple[int, str, Amount]]]:
     if raw is None:
         return [], []

@@ -11,14 +11,30 @@ This module defines the contract only; it imports no policy.
 
 from __future__ import annotations
 
-from typing import Literal, Protocol
+from typing import Protocol
 
 from enforcer.counters import AllocationCounters
 from enforcer.memorymanager.state import Block, MemoryState, MemoryTable
 from enforcer.topology.hints import ProviderHints, TopologyHint
+from shared.contract import Assignment
 from shared.resources import ContainerResources, PodResources
 
-MemoryAssignment = Literal["node_exclusive", "pod_exclusive", "pod_shared", "node_shared"]
+
+class MemoryResizePlan(Protocol):
+    """A resize whose Infeasible rules all passed; applying it may still find the memory busy (Deferred)."""
+
+    def apply(self, state: MemoryState) -> None:
+        """Resize in ``state`` (a copy of the planned-on state); raises AdmissionRejected (``Deferred``: not now)."""
+        ...
+
+
+class MemoryResizer(Protocol):
+    """In-place resize of the blocks a policy holds (the ``extended`` engine)."""
+
+    def plan_resize(self, state: MemoryState, old_pod: PodResources, new_pod: PodResources) -> MemoryResizePlan | None:
+        """Check the resize against every permanent rule (raising the AdmissionRejected that makes it
+        Infeasible); None when the memory manager has nothing to change."""
+        ...
 
 
 class MemoryPolicy(Protocol):
@@ -63,6 +79,19 @@ class MemoryPolicy(Protocol):
         """Forget the container; return memory to the node (a pod budget only with its last container)."""
         ...
 
+    def state_from_dict(self, doc: object) -> MemoryState:
+        """Read a saved state back and run the restart checks on it."""
+        ...
+
+    def pod_uids(self, state: MemoryState) -> list[str]:
+        """Every pod the state holds blocks for (container or pod level), sorted."""
+        ...
+
+    @property
+    def resizer(self) -> MemoryResizer | None:
+        """The policy's in-place resize of the blocks it holds, or None when it holds none (``None``)."""
+        ...
+
     # -- read API for reporting --------------------------------------------------------
     def container_blocks(self, state: MemoryState, pod_uid: str, container_name: str) -> list[Block]:
         """The container's blocks ([] when it has none)."""
@@ -76,9 +105,7 @@ class MemoryPolicy(Protocol):
         """``GetMemoryNUMANodes``: the container's ``cpuset.mems``, or None for no binding."""
         ...
 
-    def memory_assignment(
-        self, state: MemoryState, pod: PodResources, container: ContainerResources
-    ) -> MemoryAssignment:
+    def memory_assignment(self, state: MemoryState, pod: PodResources, container: ContainerResources) -> Assignment:
         """Where the container's memory comes from (the plan's ``memoryAssignment``)."""
         ...
 

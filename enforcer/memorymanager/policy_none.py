@@ -8,9 +8,10 @@ from __future__ import annotations
 
 from enforcer.counters import AllocationCounters
 from enforcer.errors import ConfigError
-from enforcer.memorymanager.policy import MemoryAssignment, MemoryPolicy
+from enforcer.memorymanager.policy import MemoryPolicy, MemoryResizer
 from enforcer.memorymanager.state import Block, MemoryState, MemoryTable
 from enforcer.topology.hints import ProviderHints, TopologyHint
+from shared.contract import Assignment
 from shared.resources import ContainerResources, PodResources
 
 
@@ -63,6 +64,11 @@ class NoneMemoryPolicy:
         """Pods holding blocks, container-level or pod-level."""
         return sorted(set(state.entries) | set(state.pod_entries))
 
+    @property
+    def resizer(self) -> MemoryResizer | None:
+        """Nothing is pinned, so a resize never concerns the memory manager."""
+        return None
+
     def container_blocks(self, state: MemoryState, pod_uid: str, container_name: str) -> list[Block]:
         return []
 
@@ -72,9 +78,7 @@ class NoneMemoryPolicy:
     def memory_numa_nodes(self, state: MemoryState, pod_uid: str, container_name: str) -> tuple[int, ...] | None:
         return None
 
-    def memory_assignment(
-        self, state: MemoryState, pod: PodResources, container: ContainerResources
-    ) -> MemoryAssignment:
+    def memory_assignment(self, state: MemoryState, pod: PodResources, container: ContainerResources) -> Assignment:
         return "node_shared"
 
     def numa_memory(self, state: MemoryState) -> dict[int, dict[str, MemoryTable]]:

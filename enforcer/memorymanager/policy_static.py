@@ -31,7 +31,7 @@ from enforcer.errors import ConfigError, EmptyPodSharedPoolError, MemoryAllocati
 from enforcer.features import FeatureGates
 from enforcer.memorymanager import placement, requests, restore
 from enforcer.memorymanager import resize as memory_resize
-from enforcer.memorymanager.policy import MemoryAssignment, MemoryPolicy
+from enforcer.memorymanager.policy import MemoryPolicy, MemoryResizePlan, MemoryResizer
 from enforcer.memorymanager.state import (
     Block,
     MemoryState,
@@ -43,7 +43,8 @@ from enforcer.memorymanager.state import (
 )
 from enforcer.topology.hints import ProviderHints, TopologyHint
 from enforcer.topology.machine import CPUTopology
-from shared import quantity
+from shared import pod_level, quantity
+from shared.contract import Assignment
 from shared.qos import qos_class
 from shared.resources import HUGEPAGES_PREFIX, MEMORY, ContainerResources, PodResources
 
@@ -131,6 +132,11 @@ class StaticMemoryPolicy:
             raise ConfigError(restore.STATE_MISMATCH)
 
     # -- hints -------------------------------------------------------------------------
+    @property
+    def _managers(self) -> bool:
+        """Both KEP-5526 gates (R1.1): whether pod-level resources are pinned at all."""
+        return self._gates.pod_level_managers_enabled
+
     def _guaranteed(self, pod: PodResources) -> bool:
         return qos_class(pod, pod_level_resources_gate=self._gates.pod_level_resources) == "Guaranteed"
 
@@ -138,7 +144,7 @@ class StaticMemoryPolicy:
         if not self._guaranteed(pod):
             return None  # R3.1
         wanted = requests.container_requests(pod, container, self._gates)
-        if requests.plr_skipped(pod, self._gates):
+        if pod_level.never_pinned(pod, managers_enabled=self._managers):
             return None  # R3.3
         blocks = state.container_blocks(pod.uid, container.name)
         if blocks is not None:
@@ -151,9 +157,11 @@ class StaticMemoryPolicy:
         if not self._guaranteed(pod):
             return None
         wanted = requests.pod_requests(pod, self._gates)
-        if requests.plr_skipped(pod, self._gates):
+        if pod_level.never_pinned(pod, managers_enabled=self._managers):
             return None
-        if requests.plr_applies(pod, self._gates) and requests.empty_pool_violation(pod, self._gates):
+        if pod_level.managers_apply(pod, managers_enabled=self._managers) and requests.empty_pool_violation(
+            pod, self._gates
+        ):
             return {name: [] for name in wanted}  # PLR R3.2: unsatisfiable, not "don't care"
         if not wanted:
             return None
@@ -175,7 +183,7 @@ class StaticMemoryPolicy:
         counters: AllocationCounters,
     ) -> None:
         """A1-A7 for one container; the TM hint is ``affinity`` (None: no hint, as a nil mask)."""
-        if not self._guaranteed(pod) or requests.plr_skipped(pod, self._gates):
+        if not self._guaranteed(pod) or pod_level.never_pinned(pod, managers_enabled=self._managers):
             return  # A1
         blocks = state.container_blocks(pod.uid, container.name)
         if blocks is not None:
@@ -214,7 +222,7 @@ class StaticMemoryPolicy:
         Only pods with pod-level resources under both gates are handled; a pod
         that already has a pod entry is left alone (idempotent, like ``allocate``).
         """
-        if not self._guaranteed(pod) or not requests.plr_applies(pod, self._gates):
+        if not self._guaranteed(pod) or not pod_level.managers_apply(pod, managers_enabled=self._managers):
             return
         if state.pod_blocks(pod.uid) is not None:
             return
@@ -336,15 +344,13 @@ class StaticMemoryPolicy:
         placement.release(state.machine_state, blocks)
 
     # -- in-place resize (extended mode; the rules live in enforcer.memorymanager.resize) ----
-    def resize_infeasibility(
-        self, state: MemoryState, old_pod: PodResources, new_pod: PodResources
-    ) -> tuple[str, str] | None:
-        """(reason, message) when the blocks' NUMA nodes can never hold the resize."""
-        return memory_resize.resize_infeasibility(self._gates, state, old_pod, new_pod)
+    @property
+    def resizer(self) -> MemoryResizer | None:
+        return self
 
-    def resize(self, state: MemoryState, old_pod: PodResources, new_pod: PodResources) -> None:
-        """Resize the pod's blocks in place in ``state``; raises AdmissionRejected (``Deferred``: not now)."""
-        memory_resize.resize(self._gates, state, old_pod, new_pod)
+    def plan_resize(self, state: MemoryState, old_pod: PodResources, new_pod: PodResources) -> MemoryResizePlan | None:
+        """Check the resize of the pod's blocks; raises the AdmissionRejected that makes it Infeasible."""
+        return memory_resize.plan_resize(self._gates, state, old_pod, new_pod)
 
     # -- read API ------------------------------------------------------------------------
     def state_from_dict(self, doc: object) -> MemoryState:
@@ -367,9 +373,7 @@ class StaticMemoryPolicy:
         nodes = {n for b in state.container_blocks(pod_uid, container_name) or [] for n in b.numa_affinity}
         return tuple(sorted(nodes)) if nodes else None
 
-    def memory_assignment(
-        self, state: MemoryState, pod: PodResources, container: ContainerResources
-    ) -> MemoryAssignment:
+    def memory_assignment(self, state: MemoryState, pod: PodResources, container: ContainerResources) -> Assignment:
         if self.memory_numa_nodes(state, pod.uid, container.name) is None:
             return "node_shared"
         if state.pod_blocks(pod.uid) is not None:

@@ -17,19 +17,10 @@ from collections.abc import Mapping
 
 from enforcer.features import FeatureGates
 from enforcer.memorymanager.state import Block, ordered_types
+from shared import pod_level
 from shared.resources import ContainerResources, PodResources, is_memory_resource
 
 Requests = dict[str, int]
-
-
-def plr_applies(pod: PodResources, gates: FeatureGates) -> bool:
-    """The pod has pod-level resources and the memory manager honours them (R1.1)."""
-    return pod.pod_level_resources_set and gates.pod_level_managers_enabled
-
-
-def plr_skipped(pod: PodResources, gates: FeatureGates) -> bool:
-    """R3.3 / R1.5: pod-level resources with a gate off: no hints, no allocation, admitted unpinned."""
-    return pod.pod_level_resources_set and not gates.pod_level_managers_enabled
 
 
 def container_requests(pod: PodResources, container: ContainerResources, gates: FeatureGates) -> Requests:
@@ -39,7 +30,7 @@ def container_requests(pod: PodResources, container: ContainerResources, gates: 
     anything; the others live in the pod (or node) shared pool.  Like upstream,
     only the PodLevelResourceManagers gate is consulted here.
     """
-    if gates.pod_level_resource_managers and pod.pod_level_resources_set and not container.is_guaranteed_equivalent():
+    if not pod_level.may_be_exclusive(pod, container, pod_level_resource_managers=gates.pod_level_resource_managers):
         return {}
     requests = container.resources.requests
     return {name: requests[name] for name in ordered_types(n for n in requests if is_memory_resource(n))}
@@ -81,47 +72,24 @@ def empty_pool_violation(pod: PodResources, gates: FeatureGates) -> str | None:
     negative availability instead of Go's unsigned wrap-around.
     """
     total = pod_requests(pod, gates)
-    has_shared_long_running = False
-    exclusive_long_running: Requests = {}
-
-    for ctr in pod.init_containers():
-        requests = container_requests(pod, ctr, gates)
-        if not ctr.is_sidecar:
-            if requests:
-                for name, budget in total.items():  # V1
-                    available = budget - exclusive_long_running.get(name, 0)
-                    if requests.get(name, 0) > available:
-                        return (
-                            f"pod rejected, largest exclusive init container requests {requests.get(name, 0)} "
-                            f"of {name}, but only {available} available"
-                        )
-            else:
-                for name, budget in total.items():  # V2
-                    if exclusive_long_running.get(name, 0) >= budget:
-                        return f"pod rejected, pod has shared init containers but no {name} available for them"
-            continue
-        if not requests:  # V3
-            has_shared_long_running = True
-            continue
-        for name, size in requests.items():
-            exclusive_long_running[name] = exclusive_long_running.get(name, 0) + size
-
-    for ctr in pod.app_containers():  # V4
-        requests = container_requests(pod, ctr, gates)
-        if not requests:
-            has_shared_long_running = True
-            continue
-        for name, size in requests.items():
-            exclusive_long_running[name] = exclusive_long_running.get(name, 0) + size
-
-    if has_shared_long_running:  # V5
-        for name, budget in total.items():
-            if exclusive_long_running.get(name, 0) >= budget:
-                return (
-                    f"pod rejected, sum of exclusive container {name} requests equals pod budget, "
-                    "leaving no memory for shared containers"
-                )
-    return None
+    members = [
+        pod_level.PoolMember(ctr.name, ctr.kind, container_requests(pod, ctr, gates) or None)
+        for ctr in (*pod.init_containers(), *pod.app_containers())
+    ]
+    violation = pod_level.check_pod_shared_pool(total, members).violation
+    if violation is None:
+        return None
+    if violation.rule == "V1":
+        return (
+            f"pod rejected, largest exclusive init container requests {violation.requested} "
+            f"of {violation.resource}, but only {violation.available} available"
+        )
+    if violation.rule == "V2":
+        return f"pod rejected, pod has shared init containers but no {violation.resource} available for them"
+    return (
+        f"pod rejected, sum of exclusive container {violation.resource} requests equals pod budget, "
+        "leaving no memory for shared containers"
+    )
 
 
 def partition(

@@ -30,7 +30,7 @@ from enforcer.errors import AdmissionRejected, EmptyPodSharedPoolError, ResizeDe
 from enforcer.features import FeatureGates
 from enforcer.memorymanager import requests
 from enforcer.memorymanager.state import Block, MemoryState, MemoryTable, NUMANodeState, ordered_types
-from shared import quantity
+from shared import pod_level, quantity
 from shared.resources import PodResources
 
 
@@ -212,43 +212,46 @@ def _plan(gates: FeatureGates, state: MemoryState, new: PodResources) -> list[_C
     return changes
 
 
-def resize_infeasibility(
-    gates: FeatureGates, state: MemoryState, old: PodResources, new: PodResources
-) -> tuple[str, str] | None:
-    """(reason, message) when the resize can never be honoured on this node, else None.
+class StaticMemoryResizePlan:
+    """A checked resize of one pod's blocks: every Infeasible rule passed, ready to apply to a state."""
 
-    ``old`` is the allocated spec; the memory state already holds it, so only ``new`` is read.
+    __slots__ = ("_new", "_plan", "_gates")
+
+    def __init__(self, gates: FeatureGates, new: PodResources, plan: list[_Change] | _PodBudgetPlan) -> None:
+        self._gates = gates
+        self._new = new
+        self._plan = plan
+
+    def apply(self, state: MemoryState) -> None:
+        """Resize the pod's blocks in ``state`` (a copy of the planned-on state); raises the errors above
+        (Deferred: :class:`ResizeDeferred`). On an error the state may be half-changed: callers work on a copy.
+        """
+        new, plan = self._new, self._plan
+        if isinstance(plan, list):
+            _apply_bytes(state, plan)
+            for change in plan:
+                blocks = state.container_blocks(new.uid, change.owner) or []
+                state.set_container_blocks(
+                    new.uid,
+                    change.owner,
+                    [Block(b.numa_affinity, b.type, change.size) if b.type == change.block.type else b for b in blocks],
+                )
+            return
+        _apply_bytes(state, plan.changes)
+        state.set_pod_blocks(new.uid, [Block(plan.bits, name, size) for name, size in plan.total.items()])
+        for name, blocks in requests.partition(new, plan.total, plan.bits, self._gates).items():
+            state.set_container_blocks(new.uid, name, blocks)
+
+
+def plan_resize(
+    gates: FeatureGates, state: MemoryState, old: PodResources, new: PodResources
+) -> StaticMemoryResizePlan | None:
+    """Check the resize against every permanent rule (raising the AdmissionRejected that makes it Infeasible).
+
+    ``old`` is the allocated spec; the memory state already holds it, so only ``new`` is read. None: the
+    Memory Manager never pinned this pod (R1.5).
     """
     del old
-    if requests.plr_skipped(new, gates):
+    if pod_level.never_pinned(new, managers_enabled=gates.pod_level_managers_enabled):
         return None
-    try:
-        _plan(gates, state, new)
-    except AdmissionRejected as err:
-        return err.reason, err.message
-    return None
-
-
-def resize(gates: FeatureGates, state: MemoryState, old: PodResources, new: PodResources) -> None:
-    """Resize the pod's blocks in ``state``; raises the errors above (Deferred: :class:`ResizeDeferred`).
-
-    On an error the state may be half-changed: callers work on a copy (the engine always does).
-    """
-    del old  # the state holds the allocated spec's blocks
-    if requests.plr_skipped(new, gates):
-        return
-    plan = _plan(gates, state, new)
-    if isinstance(plan, list):
-        _apply_bytes(state, plan)
-        for change in plan:
-            blocks = state.container_blocks(new.uid, change.owner) or []
-            state.set_container_blocks(
-                new.uid,
-                change.owner,
-                [Block(b.numa_affinity, b.type, change.size) if b.type == change.block.type else b for b in blocks],
-            )
-        return
-    _apply_bytes(state, plan.changes)
-    state.set_pod_blocks(new.uid, [Block(plan.bits, name, size) for name, size in plan.total.items()])
-    for name, blocks in requests.partition(new, plan.total, plan.bits, gates).items():
-        state.set_container_blocks(new.uid, name, blocks)
+    return StaticMemoryResizePlan(gates, new, _plan(gates, state, new))

@@ -38,10 +38,6 @@ class NodeUsage:
     memory: Mapping[int, Mapping[str, MemoryTableLike]]
 
 
-def _numa_list(nodes: tuple[int, ...] | None) -> list[int] | None:
-    return None if nodes is None else list(nodes)
-
-
 def allocation(
     view: PodView,
     *,
@@ -51,31 +47,15 @@ def allocation(
     cgroups: models.CgroupStatus | None = None,
 ) -> models.AllocationStatus:
     """The allocation of one pod as the API reports it (long-running containers only, as the plan contract)."""
-    shared_pool = None
-    if view.pod_shared_pool_cpus is not None:
-        shared_pool = contract.PodSharedPool(
-            cpus=str(view.pod_shared_pool_cpus),
-            memory_numa_nodes=_numa_list(view.pod_shared_pool_memory_numa_nodes),
-        )
-    containers = {
-        c.name: contract.ContainerAllocation(
-            assignment=c.assignment,
-            memory_assignment=c.memory_assignment,
-            cpus=str(c.cpus),
-            memory_numa_nodes=_numa_list(c.memory_numa_nodes),
-            cfs_quota=c.cfs_quota,
-        )
-        for c in view.long_running()
-    }
     return models.AllocationStatus(
         uid=view.uid,
         namespace=view.namespace,
         name=view.name,
         node=node,
         qos_class=view.qos_class,
-        numa_affinity=_numa_list(view.numa_affinity),
-        pod_shared_pool=shared_pool,
-        containers=containers,
+        numa_affinity=None if view.numa_affinity is None else list(view.numa_affinity),
+        pod_shared_pool=view.pod_shared_pool(),
+        containers=view.allocated_containers(),
         resize=resize,
         spec_hash=spec_hash,
         cgroups=cgroups,

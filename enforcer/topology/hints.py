@@ -16,7 +16,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Protocol
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,11 +48,3 @@ def mask_of(numa_ids: Sequence[int]) -> int:
     for n in numa_ids:
         mask |= 1 << n
     return mask
-
-
-class AffinityStore(Protocol):
-    """Where providers read the merged hint at allocation time (kubelet ``topologymanager.Store``)."""
-
-    def get_affinity(self, pod_uid: str, container_name: str) -> TopologyHint | None:
-        """The hint stored for the container, or None when no alignment applied."""
-        ...

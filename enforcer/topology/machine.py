@@ -149,15 +149,6 @@ class CPUTopology:
     def cpus_per_core(self) -> int:
         return self.num_cpus // self.num_cores
 
-    def cpus_per_socket(self) -> int:
-        return self.num_cpus // self.num_sockets
-
-    def cpus_per_uncore(self) -> int:
-        return self.num_cpus // self.num_uncore_caches
-
-    def cpus_per_numa(self) -> int:
-        return self.num_cpus // len(self.numa_masks)
-
     # -- look-ups -----------------------------------------------------------------
     def cpu(self, cpu_id: int) -> CPUInfo:
         return self._by_id[cpu_id]
@@ -168,12 +159,6 @@ class CPUTopology:
             mask |= self.numa_masks.get(n, 0)
         return CPUSet.from_mask(mask)
 
-    def cpus_in_sockets(self, socket_ids: Iterable[int]) -> CPUSet:
-        mask = 0
-        for s in socket_ids:
-            mask |= self.socket_masks.get(s, 0)
-        return CPUSet.from_mask(mask)
-
     def cpus_in_cores(self, core_ids: Iterable[int]) -> CPUSet:
         mask = 0
         for c in core_ids:
@@ -182,9 +167,6 @@ class CPUTopology:
 
     def numa_nodes_of(self, cpus: CPUSet) -> tuple[int, ...]:
         return tuple(n for n in self.numa_ids if self.numa_masks.get(n, 0) & cpus.mask)
-
-    def sockets_of(self, cpus: CPUSet) -> tuple[int, ...]:
-        return tuple(s for s in self.socket_ids if self.socket_masks[s] & cpus.mask)
 
     def cores_of(self, cpus: CPUSet) -> tuple[int, ...]:
         return tuple(c for c in self.core_ids if self.core_masks[c] & cpus.mask)

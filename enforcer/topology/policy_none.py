@@ -10,7 +10,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import ClassVar
 
-from enforcer.topology import hints, options, policy
+from enforcer.topology import hints, options
+from enforcer.topology.numa_info import NUMAInfo
+from enforcer.topology.policy import TopologyPolicy
 
 
 class NonePolicy:
@@ -18,7 +20,7 @@ class NonePolicy:
 
     name: ClassVar[str] = options.POLICY_NONE
 
-    def __init__(self, numa_info: policy.NUMAInfo, opts: options.TopologyManagerOptions) -> None:
+    def __init__(self, numa_info: NUMAInfo, opts: options.TopologyManagerOptions) -> None:
         self.numa_info = numa_info
         self.options = opts
 
@@ -26,4 +28,4 @@ class NonePolicy:
         return hints.TopologyHint(None, False), True
 
 
-_check: type[policy.TopologyPolicy] = NonePolicy
+_check: type[TopologyPolicy] = NonePolicy

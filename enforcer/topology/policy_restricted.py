@@ -10,7 +10,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import ClassVar
 
-from enforcer.topology import hints, options, policy
+from enforcer.topology import hints, merge, options
+from enforcer.topology.numa_info import NUMAInfo
+from enforcer.topology.policy import TopologyPolicy
 
 
 class RestrictedPolicy:
@@ -18,14 +20,14 @@ class RestrictedPolicy:
 
     name: ClassVar[str] = options.POLICY_RESTRICTED
 
-    def __init__(self, numa_info: policy.NUMAInfo, opts: options.TopologyManagerOptions) -> None:
+    def __init__(self, numa_info: NUMAInfo, opts: options.TopologyManagerOptions) -> None:
         self.numa_info = numa_info
         self.options = opts
 
     def merge(self, providers_hints: Sequence[hints.ProviderHints]) -> tuple[hints.TopologyHint, bool]:
-        dimensions = policy.filter_providers_hints(providers_hints)
-        best = policy.merge_filtered_hints(self.numa_info, dimensions, prefer_closest=self.options.prefer_closest_numa)
+        dimensions = merge.filter_providers_hints(providers_hints)
+        best = merge.merge_filtered_hints(self.numa_info, dimensions, prefer_closest=self.options.prefer_closest_numa)
         return best, best.preferred
 
 
-_check: type[policy.TopologyPolicy] = RestrictedPolicy
+_check: type[TopologyPolicy] = RestrictedPolicy

@@ -12,7 +12,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import ClassVar
 
-from enforcer.topology import hint_masks, hints, options, policy
+from enforcer.topology import hint_masks, hints, merge, options
+from enforcer.topology.numa_info import NUMAInfo
+from enforcer.topology.policy import TopologyPolicy
 
 
 def filter_single_numa_hints(dimensions: Sequence[Sequence[hints.TopologyHint]]) -> list[list[hints.TopologyHint]]:
@@ -32,16 +34,16 @@ class SingleNumaNodePolicy:
 
     name: ClassVar[str] = options.POLICY_SINGLE_NUMA_NODE
 
-    def __init__(self, numa_info: policy.NUMAInfo, opts: options.TopologyManagerOptions) -> None:
+    def __init__(self, numa_info: NUMAInfo, opts: options.TopologyManagerOptions) -> None:
         self.numa_info = numa_info
         self.options = opts
 
     def merge(self, providers_hints: Sequence[hints.ProviderHints]) -> tuple[hints.TopologyHint, bool]:
-        dimensions = filter_single_numa_hints(policy.filter_providers_hints(providers_hints))
-        best = policy.merge_filtered_hints(self.numa_info, dimensions, prefer_closest=False)
+        dimensions = filter_single_numa_hints(merge.filter_providers_hints(providers_hints))
+        best = merge.merge_filtered_hints(self.numa_info, dimensions, prefer_closest=False)
         if best.mask == self.numa_info.default_affinity:
             best = hints.TopologyHint(None, best.preferred)
         return best, best.preferred
 
 
-_check: type[policy.TopologyPolicy] = SingleNumaNodePolicy
+_check: type[TopologyPolicy] = SingleNumaNodePolicy

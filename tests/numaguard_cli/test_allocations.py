@@ -28,7 +28,7 @@ from hypothesis import strategies as st
 from enforcer.service import auth, deps
 from numaguard_cli import allocations, allocations_view, main
 from servicekit import certs, serve, tls
-from shared import contract
+from shared import contract, quantity
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "views"
 TOKEN = "cli-test-token"
@@ -172,7 +172,7 @@ def test_json_output_is_both_bodies_exactly_as_the_enforcer_served_them() -> Non
     [(0, "0"), (1023, "1023"), (1024, "1Ki"), (1536, "1.5Ki"), (64 << 30, "64Gi"), (58950942720, "54.9Gi")],
 )
 def test_bytes_are_shown_in_the_largest_binary_unit(count: int, text: str) -> None:
-    assert allocations_view.human_bytes(count) == text
+    assert quantity.human_bytes(count) == text
 
 
 UNITS = {"": 1, "Ki": 1 << 10, "Mi": 1 << 20, "Gi": 1 << 30, "Ti": 1 << 40, "Pi": 1 << 50, "Ei": 1 << 60}
@@ -180,7 +180,7 @@ UNITS = {"": 1, "Ki": 1 << 10, "Mi": 1 << 20, "Gi": 1 << 30, "Ti": 1 << 40, "Pi"
 
 @given(st.integers(min_value=0, max_value=1 << 62))
 def test_human_bytes_is_exact_whenever_it_shows_no_decimal_and_within_5_percent_otherwise(count: int) -> None:
-    text = allocations_view.human_bytes(count)
+    text = quantity.human_bytes(count)
     number = text.rstrip("KMGTPEi")
     value = float(number) * UNITS[text[len(number) :]]
     if "." in number:

@@ -239,3 +239,29 @@ def test_a_grow_onto_a_second_numa_node_reports_both_nodes_as_the_pods_affinity(
     assert grown.status == "Accepted" and grown.view is not None
     assert grown.view.numa_affinity == (0, 1)
     assert engine.check() == []
+
+
+# -- one plan per decision -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("memory", [False, True])
+def test_an_accepted_resize_is_planned_once_per_manager(memory: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each manager checks a resize once: the trial placement and the commit share that plan."""
+    from enforcer.cpumanager.policy_static import StaticPolicy
+    from enforcer.memorymanager.policy_static import StaticMemoryPolicy
+
+    calls: list[str] = []
+    for cls, name in ((StaticPolicy, "cpu"), (StaticMemoryPolicy, "memory")):
+        original = cls.plan_resize
+
+        def counting(self: object, *args: object, _original: object = original, _name: str = name) -> object:
+            calls.append(_name)
+            return _original(self, *args)  # type: ignore[operator]
+
+        monkeypatch.setattr(cls, "plan_resize", counting)
+    node = engine(memory=memory)
+    admit_all(node, single("java", "2", "2Gi"))
+    assert node.resize(single("java", "4", "3Gi" if memory else "2Gi")).status == "Accepted"
+    assert calls == (["cpu", "memory"] if memory else ["cpu"])
+    assert cpus_of(node, "java") == CPUSet.parse("1-2,17-18")
+    assert_consistent(node)

@@ -6,6 +6,7 @@ import pytest
 from resize_builders import GiB, assert_consistent, container, cpus_of, engine, pod, single
 
 from enforcer.engine.node import NodeEngine
+from enforcer.errors import AdmissionRejected
 from enforcer.memorymanager.state import Block
 from enforcer.topology import machine
 from shared.cpuset import CPUSet
@@ -132,9 +133,13 @@ def test_a_container_cannot_lose_its_exclusive_memory_in_a_resize() -> None:
     result = node.resize(pod("mix", burst, pod_cpu="4", pod_memory="4Gi"))
     assert result.status == "Infeasible"
     assert result.reason in ("inconsistentCPUAllocationError", "inconsistentMemoryAllocationError")
-    assert node.memory_policy.resize_infeasibility(
-        node.state.memory, node.record("default/mix").pod, pod("mix", burst, pod_cpu="4", pod_memory="4Gi")
-    ) == (
+    resizer = node.memory_policy.resizer
+    assert resizer is not None
+    with pytest.raises(AdmissionRejected) as refused:
+        resizer.plan_resize(
+            node.state.memory, node.record("default/mix").pod, pod("mix", burst, pod_cpu="4", pod_memory="4Gi")
+        )
+    assert (refused.value.reason, refused.value.message) == (
         "inconsistentMemoryAllocationError",
         "inconsistentMemoryAllocation Error: Not allowed to move container c from exclusive memory to the shared pool",
     )

@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from resize_builders import dual_socket_ht_32, four_numa_16
 
-from enforcer.cpumanager.resize import take_for_resize
+from enforcer.cpumanager.resize_take import take_for_resize
 from enforcer.errors import CPUAllocationError
 from enforcer.topology import machine
 from shared.cpuset import CPUSet

@@ -15,8 +15,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from enforcer.engine.builder import TOPOLOGY_POLICIES, new_topology_policy
 from enforcer.errors import ConfigError
-from enforcer.topology import bitmask, hints, options, policy
+from enforcer.topology import bitmask, hints, options
+from enforcer.topology.numa_info import NUMAInfo
 
 H = hints.TopologyHint
 BEST_EFFORT, RESTRICTED, SINGLE = options.POLICY_BEST_EFFORT, options.POLICY_RESTRICTED, options.POLICY_SINGLE_NUMA_NODE
@@ -389,7 +391,7 @@ COMMON_CASES = [
 @pytest.mark.parametrize("case", COMMON_CASES, ids=lambda c: c.description)
 def test_merge_answers_the_common_table_for_every_policy(case: MergeCase, policy_name: str) -> None:
     opts = options.TopologyManagerOptions(prefer_closest_numa=case.prefer_closest)
-    merged = policy.new_policy(policy_name, case.numa_ids, opts, case.distances).merge(case.providers)
+    merged = new_topology_policy(policy_name, case.numa_ids, opts, case.distances).merge(case.providers)
     assert merged == case.expected[policy_name]
 
 
@@ -404,34 +406,34 @@ def test_common_table_expectations_agree_with_the_reference(case: MergeCase) -> 
 
 @pytest.mark.parametrize("case", COMMON_CASES, ids=lambda c: c.description)
 def test_none_policy_admits_everything_without_a_hint(case: MergeCase) -> None:
-    none_policy = policy.new_policy(options.POLICY_NONE, case.numa_ids)
+    none_policy = new_topology_policy(options.POLICY_NONE, case.numa_ids)
     assert none_policy.merge(case.providers) == (H(None, False), True)
 
 
 def test_new_policy_rejects_an_unknown_name() -> None:
     with pytest.raises(ConfigError, match='^unknown policy: "packed"$'):
-        policy.new_policy("packed", (0, 1))
+        new_topology_policy("packed", (0, 1))
 
 
 def test_new_policy_needs_distances_for_prefer_closest() -> None:
     opts = options.TopologyManagerOptions(prefer_closest_numa=True)
     with pytest.raises(ConfigError, match="error getting NUMA distances from cadvisor"):
-        policy.new_policy(BEST_EFFORT, (0, 1), opts, None)
+        new_topology_policy(BEST_EFFORT, (0, 1), opts, None)
 
 
 def test_none_policy_needs_no_distances_even_with_prefer_closest() -> None:
     opts = options.TopologyManagerOptions(prefer_closest_numa=True)
-    assert policy.new_policy(options.POLICY_NONE, (0, 1), opts, None).name == options.POLICY_NONE
+    assert new_topology_policy(options.POLICY_NONE, (0, 1), opts, None).name == options.POLICY_NONE
 
 
 def test_registry_holds_exactly_the_kubelet_policy_names() -> None:
-    assert tuple(policy.POLICIES) == options.POLICY_NAMES
+    assert tuple(TOPOLOGY_POLICIES) == options.POLICY_NAMES
     for name in options.POLICY_NAMES:
-        assert policy.new_policy(name, (0, 1)).name == name
+        assert new_topology_policy(name, (0, 1)).name == name
 
 
 def test_numa_info_orders_masks_as_the_kubelet() -> None:
-    info = policy.NUMAInfo.build((0, 1, 2, 3), FOUR_NODE_DISTANCES, need_distances=True)
+    info = NUMAInfo.build((0, 1, 2, 3), FOUR_NODE_DISTANCES, need_distances=True)
     assert info.narrowest(m(2, 3), m(0, 2)) == m(0, 2)
     assert info.closest(m(0, 2), m(2, 3)) == m(2, 3)
     assert info.closest(m(0, 1), m(2, 3)) == m(0, 1)  # equal distances: lower value
@@ -477,7 +479,7 @@ def _assert_same_as_reference(
 ) -> None:
     numa_ids, providers, distances = data
     opts = options.TopologyManagerOptions(prefer_closest_numa=prefer_closest)
-    ours = policy.new_policy(policy_name, numa_ids, opts, distances).merge(providers)
+    ours = new_topology_policy(policy_name, numa_ids, opts, distances).merge(providers)
     kubelet = reference_merge(policy_name, numa_ids, providers, prefer_closest=prefer_closest, distances=distances)
     assert ours == kubelet
 
@@ -538,7 +540,7 @@ def test_merge_result_does_not_depend_on_provider_order(data: MergeData, rotatio
         return
     shift = rotation % len(providers)
     rotated = providers[shift:] + providers[:shift]
-    merger = policy.new_policy(BEST_EFFORT, numa_ids)
+    merger = new_topology_policy(BEST_EFFORT, numa_ids)
     assert merger.merge(providers) == merger.merge(rotated)
 
 
@@ -566,7 +568,7 @@ def test_pruned_merge_equals_the_deduplicated_fold_on_wide_searches(
 ) -> None:
     numa_ids, providers, distances = data
     opts = options.TopologyManagerOptions(prefer_closest_numa=prefer_closest)
-    ours = policy.new_policy(RESTRICTED, numa_ids, opts, distances).merge(providers)
+    ours = new_topology_policy(RESTRICTED, numa_ids, opts, distances).merge(providers)
     kubelet = reference_merge(
         RESTRICTED, numa_ids, providers, prefer_closest=prefer_closest, distances=distances, deduplicate=True
     )
@@ -592,7 +594,7 @@ def test_deduplicated_fold_agrees_with_the_literal_cross_product(
     rows=st.lists(st.lists(st.integers(0, 255), min_size=10, max_size=10), min_size=10, max_size=10),
 )
 def test_distance_sum_adds_every_ordered_pair(mask: int, rows: list[list[int]]) -> None:
-    info = policy.NUMAInfo.build(tuple(range(10)), dict(enumerate(rows)), need_distances=True)
+    info = NUMAInfo.build(tuple(range(10)), dict(enumerate(rows)), need_distances=True)
     ids = bitmask.ids_of(mask)
     assert info.distance_sum(mask) == sum(rows[i][j] for i in ids for j in ids)
 
@@ -605,7 +607,7 @@ def test_distance_sum_adds_every_ordered_pair(mask: int, rows: list[list[int]]) 
 def test_closest_subset_is_the_lowest_sum_then_lowest_value(mask: int, size: int, rows: list[list[int]]) -> None:
     if size > bitmask.count(mask):
         return
-    info = policy.NUMAInfo.build(tuple(range(8)), dict(enumerate(rows)), need_distances=True)
+    info = NUMAInfo.build(tuple(range(8)), dict(enumerate(rows)), need_distances=True)
     subsets = [bitmask.from_ids(s) for s in itertools.combinations(bitmask.ids_of(mask), size)]
     expected = min((sum(rows[i][j] for i in bitmask.ids_of(x) for j in bitmask.ids_of(x)), x) for x in subsets)
     assert info.closest_subset(mask, size) == expected
@@ -613,10 +615,10 @@ def test_closest_subset_is_the_lowest_sum_then_lowest_value(mask: int, size: int
 
 def test_distance_rows_are_read_by_position_when_numa_ids_have_gaps() -> None:
     # nodes 0 and 2 online: sysfs lists one distance per online node
-    info = policy.NUMAInfo.build((0, 2), {0: (10, 21), 2: (21, 10)}, need_distances=True)
+    info = NUMAInfo.build((0, 2), {0: (10, 21), 2: (21, 10)}, need_distances=True)
     assert info.distance_sum(m(0, 2)) == 10 + 21 + 21 + 10
 
 
 def test_distance_rows_too_short_for_the_machine_are_refused() -> None:
     with pytest.raises(ConfigError, match="distance row of NUMA node 0 has 1 entries for 2 NUMA nodes"):
-        policy.NUMAInfo.build((0, 1), {0: (10,), 1: (11, 10)}, need_distances=True)
+        NUMAInfo.build((0, 1), {0: (10,), 1: (11, 10)}, need_distances=True)

@@ -16,7 +16,8 @@ from typing import Any
 
 import pytest
 
-from enforcer.topology import bitmask, hints, options, policy
+from enforcer.engine.builder import new_topology_policy
+from enforcer.topology import bitmask, hints, options
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "kubelet"
 
@@ -99,7 +100,7 @@ BENCH_CASES = _bench_cases()
 
 def _merge(case: KubeletMergeCase) -> tuple[hints.TopologyHint, bool]:
     opts = options.TopologyManagerOptions(prefer_closest_numa=case.prefer_closest)
-    merger = policy.new_policy(case.policy_name, case.numa_ids, opts, case.distances)
+    merger = new_topology_policy(case.policy_name, case.numa_ids, opts, case.distances)
     return merger.merge(case.providers)
 
 
