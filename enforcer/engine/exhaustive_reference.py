@@ -38,7 +38,7 @@ def _merge_complete(
     merge: hint_masks.Merge,
     key: hint_masks.MaskKey,
     *,
-    budget: int = hint_masks.EXACT_MASK_BUDGET,
+    budget: int | None = None,
 ) -> TopologyHint:
     return merge([list(d) for d in dimensions])
 

@@ -99,7 +99,7 @@ import logging
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from itertools import combinations
+from itertools import chain, combinations
 from math import comb
 from typing import overload
 
@@ -401,13 +401,16 @@ def merge_layered(
     merge: Merge,
     key: MaskKey,
     *,
-    budget: int = EXACT_MASK_BUDGET,
+    budget: int | None = None,
 ) -> TopologyHint:
     """The exhaustive merge's answer, merging only the layers the theorem (module docstring) needs.
 
     ``merge`` is the merge over explicit hint lists, ``key`` the preferred order of masks
-    (count, distance sum or 0, value).  Plain lists pass through unchanged.
+    (count, distance sum or 0, value); ``budget`` defaults to :data:`EXACT_MASK_BUDGET` (read per call).
+    Plain lists pass through unchanged.
     """
+    if budget is None:
+        budget = EXACT_MASK_BUDGET
     layered = [d for d in dimensions if isinstance(d, LayeredHints)]
     if not layered:
         return merge(dimensions)
@@ -431,7 +434,11 @@ def merge_layered(
             hint = TopologyHint(found, True)
             return hint if exact else _fallback(hint, used=widest, needed=first)
         # no preferred candidate (exactly so unless the search was cut short): restricted and single-numa-node
-        # refuse exactly as the exhaustive merge does; best-effort's non-preferred mask needs wider layers
+        # refuse exactly as the exhaustive merge does; best-effort's non-preferred mask needs wider layers, so
+        # take a tier-0 candidate (T nodes) if one is found cheaply; narrower layers would misjudge T
+        candidate = _some_tier0_candidate(dimensions, layered, target, budget)
+        if candidate is not None:
+            return _fallback(TopologyHint(candidate, False), used=widest, needed=first)
         return _fallback(merge(layers(widest)), used=widest, needed=first)
     best = merge(layers(first))
     if best.preferred:
@@ -459,6 +466,35 @@ def _fallback(best: TopologyHint, *, used: int, needed: int) -> TopologyHint:
         extra={"fallback": FALLBACK_NAME, "layers_used": used, "layers_needed": needed, "hint": str(best)},
     )
     return best
+
+
+def _some_tier0_candidate(
+    dimensions: Sequence[Sequence[TopologyHint]], layered: Sequence[LayeredHints], target: int, budget: int
+) -> int | None:
+    """A candidate of ``T`` nodes (tier 0, the best non-preferred tier): the lowest ``T``-node mask of a
+    dimension whose narrowest masks have ``T`` nodes that every other dimension covers with one of its masks.
+
+    Not necessarily the kubelet's lowest tier-0 mask (an AND of wider masks can be lower), but one of its
+    candidates, with the count the kubelet's answer has.
+    """
+
+    def covered(mask: int, dimension: Sequence[TopologyHint]) -> bool:
+        if isinstance(dimension, LayeredHints):
+            wider = [dimension.threshold.domain] if dimension.threshold is not None else []
+            return any(
+                m & mask == mask and dimension.hint_for(m) is not None for m in (mask, *wider, *dimension.explicit)
+            )
+        return any(h.mask is None or h.mask & mask == mask for h in dimension)
+
+    for owner in layered:
+        if owner.min_fit_size != target:
+            continue
+        own = [m for m in owner.explicit if m.bit_count() == target]
+        scanned = ThresholdScan(owner.threshold, target, budget) if owner.threshold is not None else ()
+        for mask in chain(sorted(own), (m for m in scanned if owner.hint_for(m) is not None)):
+            if all(covered(mask, d) for d in dimensions if d is not owner):
+                return mask
+    return None
 
 
 def _best_preferred_by_search(

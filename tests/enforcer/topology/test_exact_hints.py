@@ -133,7 +133,8 @@ class Tally:
     admitted: int = 0
 
 
-def _differential(data: st.DataObject, machine: Machine, tally: Tally | None = None) -> None:
+def _differential(data: st.DataObject, machine: Machine, tally: Tally | None = None, *, budget: bool = False) -> None:
+    """Same decisions on both engines; with ``budget`` (a tiny mask budget), except after a counted fallback."""
     policy = data.draw(st.sampled_from(POLICIES), label="policy")
     scope = data.draw(st.sampled_from(("pod", "container")), label="scope")
     prefer_closest = data.draw(st.booleans(), label="prefer_closest") and policy != "none"
@@ -150,9 +151,14 @@ def _differential(data: st.DataObject, machine: Machine, tally: Tally | None = N
                 reference.remove(uid)
             continue
         pod = data.draw(pods(f"pod-{step}", with_huge), label=f"pod-{step}")
+        fallbacks = hint_masks.fallback_count()
         got = shipped.admit(pod)
         with exhaustive():
             want = reference.admit(pod)
+        if budget and hint_masks.fallback_count() != fallbacks:
+            if policy in ("restricted", "single-numa-node") and not prefer_closest:
+                assert got.admitted == want.admitted  # preferred answers are searched exactly, never refused
+            return  # a non-preferred answer from narrower layers, counted and logged: the nodes may now differ
         assert _outcome(got) == _outcome(want), f"{policy}/{scope}/closest={prefer_closest} on {machine}"
         if tally is not None:
             tally.decisions += 1
@@ -174,6 +180,15 @@ def test_layered_hints_decide_as_the_exhaustive_enumeration_beyond_eight_numa_no
     machine: Machine, data: st.DataObject
 ) -> None:
     _differential(data, machine)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(machines(min_numa=3), st.data())
+def test_beyond_the_mask_budget_only_counted_fallbacks_may_differ(machine: Machine, data: st.DataObject) -> None:
+    """A budget of 10 masks puts 3-12 NUMA nodes beyond reach: the preferred search and the fallback run."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(hint_masks, "EXACT_MASK_BUDGET", 10)
+        _differential(data, machine, budget=True)
 
 
 @pytest.mark.slow
@@ -267,6 +282,20 @@ def test_a_64_numa_machine_decides_a_five_node_pod_exactly_without_enumerating_f
     before = hint_masks.fallback_count()
     assert _affinity(node, _pod("wide", 72, 300)) == (1, 2, 3, 4, 5)
     assert hint_masks.fallback_count() == before
+
+
+def test_a_best_effort_pod_beyond_the_budget_is_admitted_with_a_counted_fallback(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """64 nodes, 4 CPUs + 300 GiB under best-effort: CPU prefers one node, memory five, so no hint is
+    preferred and the kubelet's answer needs five-node layers (8.3 million masks): the named fallback."""
+    node = _regular_engine(64, "best-effort")
+    before = hint_masks.fallback_count()
+    with caplog.at_level("WARNING", logger="enforcer.topology.hint_masks"):
+        affinity = _affinity(node, _pod("p", 4, 300))
+    assert hint_masks.fallback_count() == before + 1
+    assert any(getattr(r, "fallback", None) == hint_masks.FALLBACK_NAME for r in caplog.records)
+    assert affinity is not None and len(affinity) == 5  # the memory manager widens to five nodes
 
 
 def test_layers_come_out_in_iterate_bitmasks_order_with_the_always_kept_masks_last() -> None:
