@@ -121,9 +121,15 @@ class StaticPolicy:
         options: StaticPolicyOptions | Mapping[str, object] | None = None,
         gates: FeatureGates | None = None,
         topology_manager_policy: str = "none",
+        init_reuse_pins_hints: bool = True,
     ) -> None:
-        """The kubelet's ``NewManager`` + ``NewStaticPolicy``: raises ConfigError on an impossible setup."""
+        """The kubelet's ``NewManager`` + ``NewStaticPolicy``: raises ConfigError on an impossible setup.
+
+        ``init_reuse_pins_hints=False`` is the ``extended`` engine's fix of kubernetes#123816 (see
+        :meth:`get_topology_hints`); the default is the kubelet's rule.
+        """
         self._configure(topology, options, gates, topology_manager_policy)
+        self._init_reuse_pins_hints = init_reuse_pins_hints
         count = reserved_cpu_count(reserved_system_cpus, reserved_cpu_millis)
         self._set_reserved(count, reserved_system_cpus or EMPTY)
 
@@ -142,6 +148,7 @@ class StaticPolicy:
         as in the kubelet, whose non-zero rule lives one layer up in the manager)."""
         policy = cls.__new__(cls)
         policy._configure(topology, options, gates, topology_manager_policy)
+        policy._init_reuse_pins_hints = True
         policy._set_reserved(num_reserved_cpus, reserved_cpus)
         return policy
 
@@ -480,6 +487,12 @@ class StaticPolicy:
                 return {CPU: []}
             return {CPU: self._generate_hints(allocated, EMPTY, requested)}
         reusable = state.reusable.get(pod.uid, EMPTY)
+        if not self._init_reuse_pins_hints:
+            # kubernetes#123816: the kubelet only offers NUMA sets holding every CPU the pod's init containers
+            # leave for reuse, so an app container that does not fit beside them is refused although another
+            # NUMA node has room.  Here those CPUs count only where the set holds them (kubernetes PR #123820):
+            # a set elsewhere is offered on its own free CPUs, and allocation takes them from it first.
+            return {CPU: self._generate_hints(self.available_cpus(state) | reusable, EMPTY, requested)}
         return {CPU: self._generate_hints(self.available_cpus(state), reusable, requested)}
 
     def get_pod_topology_hints(self, state: CPUState, pod: PodResources) -> ProviderHints:

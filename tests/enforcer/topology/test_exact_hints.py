@@ -168,13 +168,13 @@ def _differential(data: st.DataObject, machine: Machine, tally: Tally | None = N
     assert shipped.check() == reference.check()  # invariants: the same verdict (the same state)
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(machines(), st.data())
 def test_layered_hints_decide_as_the_exhaustive_enumeration(machine: Machine, data: st.DataObject) -> None:
     _differential(data, machine)
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(machines(min_numa=9), st.data())
 def test_layered_hints_decide_as_the_exhaustive_enumeration_beyond_eight_numa_nodes(
     machine: Machine, data: st.DataObject
@@ -182,7 +182,7 @@ def test_layered_hints_decide_as_the_exhaustive_enumeration_beyond_eight_numa_no
     _differential(data, machine)
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(machines(min_numa=3), st.data())
 def test_beyond_the_mask_budget_only_counted_fallbacks_may_differ(machine: Machine, data: st.DataObject) -> None:
     """A budget of 10 masks puts 3-12 NUMA nodes beyond reach: the preferred search and the fallback run."""
