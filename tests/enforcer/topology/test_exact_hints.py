@@ -103,13 +103,21 @@ def pods(draw: st.DrawFn, uid: str, with_huge: bool) -> PodResources:
     return PodResources(uid, "default", uid, tuple(containers), pod=budget)
 
 
-def engine_for(machine: Machine, policy: str, scope: str, prefer_closest: bool) -> NodeEngine:
+def engine_for(
+    machine: Machine, policy: str, scope: str, prefer_closest: bool, align_by_socket: bool = False
+) -> NodeEngine:
     options = {"max-allowable-numa-nodes": str(max(8, len(machine.cores)))}
     if prefer_closest:
         options["prefer-closest-numa-nodes"] = "true"
+    gates = {"PodLevelResources": True, "PodLevelResourceManagers": True}
+    cpu_options = {}
+    if align_by_socket:
+        gates["CPUManagerPolicyAlphaOptions"] = True
+        cpu_options["align-by-socket"] = "true"
     config = from_kubelet(
         {
-            "featureGates": {"PodLevelResources": True, "PodLevelResourceManagers": True},
+            "featureGates": gates,
+            "cpuManagerPolicyOptions": cpu_options,
             "cpuManagerPolicy": "static",
             "reservedSystemCPUs": "0",
             "systemReserved": {"memory": "1Gi"},
@@ -138,9 +146,12 @@ def _differential(data: st.DataObject, machine: Machine, tally: Tally | None = N
     policy = data.draw(st.sampled_from(POLICIES), label="policy")
     scope = data.draw(st.sampled_from(("pod", "container")), label="scope")
     prefer_closest = data.draw(st.booleans(), label="prefer_closest") and policy != "none"
-    shipped = engine_for(machine, policy, scope, prefer_closest)
+    # align-by-socket prefers masks by the sockets they span (the CPU hints' other preferred rule);
+    # single-numa-node refuses it at start-up, as the kubelet does
+    by_socket = policy != "single-numa-node" and data.draw(st.integers(0, 3), label="align_by_socket") == 0
+    shipped = engine_for(machine, policy, scope, prefer_closest, by_socket)
     with exhaustive():
-        reference = engine_for(machine, policy, scope, prefer_closest)
+        reference = engine_for(machine, policy, scope, prefer_closest, by_socket)
     with_huge = any(machine.huge_gib)
     admitted: list[str] = []
     for step in range(data.draw(st.integers(2, 9), label="steps")):
@@ -159,7 +170,9 @@ def _differential(data: st.DataObject, machine: Machine, tally: Tally | None = N
             if policy in ("restricted", "single-numa-node") and not prefer_closest:
                 assert got.admitted == want.admitted  # preferred answers are searched exactly, never refused
             return  # a non-preferred answer from narrower layers, counted and logged: the nodes may now differ
-        assert _outcome(got) == _outcome(want), f"{policy}/{scope}/closest={prefer_closest} on {machine}"
+        assert _outcome(got) == _outcome(want), (
+            f"{policy}/{scope}/closest={prefer_closest}/socket={by_socket} {machine}"
+        )
         if tally is not None:
             tally.decisions += 1
             tally.admitted += got.admitted
