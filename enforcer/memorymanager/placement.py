@@ -78,14 +78,16 @@ class _MemoryRules:
         self.allocatable = {n: tuple(_table(machine, n, name).allocatable for name in self.names) for n in machine}
         self.free = {n: tuple(_table(machine, n, name).free for name in self.names) for n in machine}
         self.unused = [n for n in self.node_ids if machine[n].number_of_assignments == 0]
+        self._hints: dict[tuple[int, ...], TopologyHint | None] = {}
         # H2: the narrowest capacity-fitting mask, over every mask (len(machine) when none fits)
         narrowest = min_cover_size([self.allocatable[n] for n in self.node_ids], self.sizes)
         self.min_affinity_size = len(machine) if narrowest is None else narrowest
 
     def fits(self, bits: Sequence[int]) -> bool:
-        machine, requests = self.machine, self.requests
+        machine, sizes = self.machine, self.sizes
         # H1: enough allocatable (capacity, not free) for every type
-        if any(sum(_table(machine, n, name).allocatable for n in bits) < size for name, size in requests.items()):
+        allocatable = self.allocatable
+        if any(sum(allocatable[n][q] for n in bits) < size for q, size in enumerate(sizes)):
             return False
         single = len(bits) == 1
         # H3: a node in a multi-node group is not available alone
@@ -100,16 +102,22 @@ class _MemoryRules:
             return False
         # H5: enough free memory, counting what this pod's init containers leave behind
         reuse = self.reusable.get(bits_mask(bits), {})
+        free = self.free
         return all(
-            sum(_table(machine, n, name).free for n in bits) + reuse.get(name, 0) >= size
-            for name, size in requests.items()
+            sum(free[n][q] for n in bits) + reuse.get(name, 0) >= size
+            for q, (name, size) in enumerate(zip(self.names, sizes, strict=True))
         )
 
     def hint(self, bits: Sequence[int]) -> TopologyHint | None:
         """The hint for one mask, or None when it does not fit (H6: preferred iff as narrow as H2's)."""
-        if not bits or any(n not in self.machine for n in bits) or not self.fits(bits):
-            return None
-        return TopologyHint(bits_mask(bits), len(bits) == self.min_affinity_size)
+        key = tuple(bits)
+        if key in self._hints:
+            return self._hints[key]
+        hint: TopologyHint | None = None
+        if bits and all(n in self.machine for n in bits) and self.fits(bits):
+            hint = TopologyHint(bits_mask(bits), len(bits) == self.min_affinity_size)
+        self._hints[key] = hint
+        return hint
 
     def threshold(self, containing: int = 0) -> Threshold:
         """Multi-node masks of unused nodes whose free memory holds every type (H1 follows: free <= allocatable)."""
