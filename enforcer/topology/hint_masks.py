@@ -84,9 +84,11 @@ The layers ``K`` needs can exceed :data:`EXACT_MASK_BUDGET` masks on huge machin
 nodes: 8.3 million masks).  Then:
 
 * a preferred answer is found exactly by a search over the threshold sums instead of enumeration
-  (:func:`_best_preferred_by_search`, narrowest order; prefer-closest enumerates the fitting masks
-  up to the budget), so restricted and single-numa-node admit exactly what the exhaustive merge
-  admits;
+  (:func:`_best_preferred_by_search`, narrowest order), so restricted and single-numa-node admit exactly
+  what the exhaustive merge admits.  Not exact, and then counted as a fallback: prefer-closest (which
+  compares every fitting mask of the preferred size) and align-by-socket (preferred masks of several
+  sizes) stop after the budget of masks, so restricted could refuse a pod whose only preferred masks
+  lie beyond them;
 * a non-preferred best-effort answer that needs wider layers than the budget allows is taken from the
   widest affordable layers (:data:`FALLBACK_NAME`): the pod is admitted as best-effort always admits,
   possibly on another non-preferred mask than the kubelet's; :func:`fallback_count` counts these and a
