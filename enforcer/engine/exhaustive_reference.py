@@ -38,6 +38,7 @@ def _merge_complete(
     merge: hint_masks.Merge,
     key: hint_masks.MaskKey,
     *,
+    closest: bool = False,
     budget: int | None = None,
 ) -> TopologyHint:
     return merge([list(d) for d in dimensions])

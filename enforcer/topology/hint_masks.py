@@ -84,11 +84,12 @@ The layers ``K`` needs can exceed :data:`EXACT_MASK_BUDGET` masks on huge machin
 nodes: 8.3 million masks).  Then:
 
 * a preferred answer is found exactly by a search over the threshold sums instead of enumeration
-  (:func:`_best_preferred_by_search`, narrowest order), so restricted and single-numa-node admit exactly
-  what the exhaustive merge admits.  Not exact, and then counted as a fallback: prefer-closest (which
-  compares every fitting mask of the preferred size) and align-by-socket (preferred masks of several
-  sizes) stop after the budget of masks, so restricted could refuse a pod whose only preferred masks
-  lie beyond them;
+  (:func:`_best_preferred_by_search`: ascending mask value, or with prefer-closest a branch and bound on
+  the distance sum, :class:`ClosestSearch`), so restricted and single-numa-node admit exactly what the
+  exhaustive merge admits.  A search that has to look at more than the budget of masks stops and the
+  merge is counted as a fallback: this can happen with align-by-socket (preferred masks of several
+  sizes are enumerated) or a prefer-closest search that does not close, and restricted could then
+  refuse a pod whose only preferred masks lie beyond what was looked at;
 * a non-preferred best-effort answer that needs wider layers than the budget allows is taken from the
   widest affordable layers (:data:`FALLBACK_NAME`): the pod is admitted as best-effort always admits,
   possibly on another non-preferred mask than the kubelet's; :func:`fallback_count` counts these and a
@@ -403,12 +404,14 @@ def merge_layered(
     merge: Merge,
     key: MaskKey,
     *,
+    closest: bool = False,
     budget: int | None = None,
 ) -> TopologyHint:
     """The exhaustive merge's answer, merging only the layers the theorem (module docstring) needs.
 
     ``merge`` is the merge over explicit hint lists, ``key`` the preferred order of masks
-    (count, distance sum or 0, value); ``budget`` defaults to :data:`EXACT_MASK_BUDGET` (read per call).
+    (count, distance sum or 0, value), ``closest`` whether that sum is used (prefer-closest); ``budget``
+    defaults to :data:`EXACT_MASK_BUDGET` (read per call).
     Plain lists pass through unchanged.
     """
     if budget is None:
@@ -431,7 +434,7 @@ def merge_layered(
         return [d.up_to(size) if isinstance(d, LayeredHints) else d for d in dimensions]
 
     if first > widest:
-        found, exact = _best_preferred_by_search(dimensions, layered, key, budget)
+        found, exact = _best_preferred_by_search(dimensions, layered, key, budget, closest=closest)
         if found is not None:
             hint = TopologyHint(found, True)
             return hint if exact else _fallback(hint, used=widest, needed=first)
@@ -454,7 +457,7 @@ def merge_layered(
     if needed <= widest:
         return merge(layers(needed))
     if preferred_max > widest:
-        found, exact = _best_preferred_by_search(dimensions, layered, key, budget)
+        found, exact = _best_preferred_by_search(dimensions, layered, key, budget, closest=closest)
         if found is not None:
             hint = TopologyHint(found, True)
             return hint if exact else _fallback(hint, used=widest, needed=needed)
@@ -500,7 +503,12 @@ def _some_tier0_candidate(
 
 
 def _best_preferred_by_search(
-    dimensions: Sequence[Sequence[TopologyHint]], layered: Sequence[LayeredHints], key: MaskKey, budget: int
+    dimensions: Sequence[Sequence[TopologyHint]],
+    layered: Sequence[LayeredHints],
+    key: MaskKey,
+    budget: int,
+    *,
+    closest: bool,
 ) -> tuple[int | None, bool]:
     """The lowest-key mask every dimension offers as preferred (theorem, part 2), without enumerating layers.
 
@@ -508,7 +516,7 @@ def _best_preferred_by_search(
     (nil preferred hints match any).  For the layered dimensions ``X`` is either one of their explicit masks
     or in every threshold part; the latter are searched in ascending mask value (the narrowest order) and
     checked against every dimension.  Not exact only when more than ``budget`` threshold masks had to be
-    looked at (prefer-closest, or align-by-socket's wider preferred masks, on huge machines).
+    looked at (align-by-socket's preferred masks of several sizes, or a prefer-closest search cut short).
     """
     sized = all(d.preferred_max == d.preferred_size for d in layered)
     # a preferred mask fits (at least m_d nodes) and, where only the size decides, has exactly a_d nodes
@@ -543,12 +551,18 @@ def _best_preferred_by_search(
         for size in range(low, high + 1):
             if found and min(m.bit_count() for m in found) < size:
                 break  # count comes first in the key
+            if closest:
+                search = ClosestSearch(joint, size, offered_by_all, key, budget)
+                best = search.best()
+                if best is not None:
+                    found.append(best)
+                exact = exact and not search.truncated
+                continue
             scan = ThresholdScan(joint, size, budget)
             for mask in scan:
                 if offered_by_all(mask):
                     found.append(mask)
-                    if key(mask)[1] == 0:
-                        break  # ascending values: without distances the first one is the lowest key
+                    break  # ascending values: without distances the first one is the lowest key
             exact = exact and not scan.truncated
     return (min(found, key=key) if found else None), exact
 
@@ -627,3 +641,96 @@ class ThresholdScan:
                 yield from search(index, left - 1, taken, mask | 1 << nodes[index])
 
         yield from search(len(nodes), size - forced.bit_count(), base, forced)
+
+
+class ClosestSearch:
+    """The lowest-key ``size``-node mask of a threshold family that ``accept`` takes, under prefer-closest.
+
+    Depth-first over the nodes in ascending id (take or leave each), pruned by the sums (the heaviest
+    remaining weights must still reach every need) and by the distance sum: what is chosen, plus the
+    ``left`` cheapest marginal costs among the remaining nodes, plus ``left`` choose 2 times the cheapest
+    pair, is a lower bound of any completion.  Branches whose bound exceeds the best sum found are cut
+    (equal ones are kept: a lower mask value breaks ties).  Gives up after ``budget`` visited branches
+    and then says so in ``truncated``.
+    """
+
+    def __init__(
+        self, threshold: Threshold, size: int, accept: Callable[[int], bool], key: MaskKey, budget: int
+    ) -> None:
+        self.threshold = threshold
+        self.size = size
+        self.accept = accept
+        self.key = key
+        self.budget = budget
+        self.truncated = False
+
+    def best(self) -> int | None:
+        threshold, key = self.threshold, self.key
+        forced = threshold.forced
+        if forced & ~threshold.domain or self.size < threshold.floor or forced.bit_count() > self.size:
+            return None
+        nodes = sorted(n for n in threshold.weights if not forced >> n & 1 and threshold.domain >> n & 1)
+        own = {n: key(1 << n)[1] for n in nodes}
+        forced_ids = [n for n in threshold.weights if forced >> n & 1]
+        pair: dict[int, dict[int, int]] = {n: {} for n in nodes}
+        for i, a in enumerate(nodes):
+            for b in nodes[i + 1 :]:
+                pair[a][b] = pair[b][a] = key(1 << a | 1 << b)[1] - own[a] - own[b]
+        cheapest_pair = min((cost for row in pair.values() for cost in row.values()), default=0)
+        width = len(threshold.needs)
+        needs = threshold.needs
+        suffix_top: list[list[list[int]]] = []
+        for p in range(len(nodes) + 1):
+            tops = []
+            for q in range(width):
+                running = [0]
+                for value in sorted((threshold.weights[n][q] for n in nodes[p:]), reverse=True):
+                    running.append(running[-1] + value)
+                tops.append(running)
+            suffix_top.append(tops)
+        base_sums = [sum(threshold.weights[n][q] for n in forced_ids) for q in range(width)]
+        base_cost = key(forced)[1] if forced else 0
+        # marginal[n]: what adding n costs given the chosen nodes (forced ones first)
+        marginal = {n: key(forced | 1 << n)[1] - base_cost if forced else own[n] for n in nodes}
+        best_mask: int | None = None
+        best_key: tuple[int, int, int] | None = None
+        visits = 0
+
+        def search(position: int, left: int, mask: int, cost: int, sums: list[int], marg: dict[int, int]) -> None:
+            nonlocal best_mask, best_key, visits
+            visits += 1
+            if visits > self.budget:
+                self.truncated = True
+                return
+            if left == 0:
+                if all(s >= n for s, n in zip(sums, needs, strict=True)) and self.accept(mask):
+                    candidate = key(mask)
+                    if best_key is None or candidate < best_key:
+                        best_mask, best_key = mask, candidate
+                return
+            rest = nodes[position:]
+            if len(rest) < left:
+                return
+            tops = suffix_top[position]
+            if any(sums[q] + tops[q][min(left, len(tops[q]) - 1)] < needs[q] for q in range(width)):
+                return
+            if best_key is not None:
+                cheapest = sorted(marg[n] for n in rest)[:left]
+                if cost + sum(cheapest) + left * (left - 1) // 2 * cheapest_pair > best_key[1]:
+                    return
+            node = nodes[position]
+            taken = {n: v + pair[node][n] for n, v in marg.items() if n != node}
+            weights = threshold.weights[node]
+            search(
+                position + 1,
+                left - 1,
+                mask | 1 << node,
+                cost + marg[node],
+                [s + w for s, w in zip(sums, weights, strict=True)],
+                taken,
+            )
+            if not self.truncated:
+                search(position + 1, left, mask, cost, sums, marg)
+
+        search(0, self.size - forced.bit_count(), forced, base_cost, base_sums, marginal)
+        return best_mask

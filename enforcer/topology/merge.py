@@ -321,7 +321,7 @@ def merge_filtered_hints(
         def merge(lists: Sequence[Sequence[hints.TopologyHint]]) -> hints.TopologyHint:
             return _merge_hint_lists(numa_info, lists, prefer_closest=prefer_closest)
 
-        return hint_masks.merge_layered(dimensions, merge, key)
+        return hint_masks.merge_layered(dimensions, merge, key, closest=prefer_closest)
     return _merge_hint_lists(numa_info, dimensions, prefer_closest=prefer_closest)
 
 

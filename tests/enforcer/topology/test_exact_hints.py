@@ -357,3 +357,43 @@ def test_minimal_covers_are_no_bigger_than_the_smallest_weights_bound(values: li
             minimal = total >= need and all(total - values[i] < need for i in combo)
             if minimal:
                 assert k <= bound
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    st.integers(2, 8).flatmap(
+        lambda n: st.tuples(
+            st.just(n),
+            st.lists(st.integers(0, 6), min_size=n, max_size=n),
+            st.lists(st.lists(st.integers(10, 40), min_size=n, max_size=n), min_size=n, max_size=n),
+            st.integers(1, n),
+            st.integers(0, 20),
+            st.integers(0, (1 << n) - 1),
+        )
+    )
+)
+def test_the_closest_search_finds_the_lowest_key_mask_of_its_size(
+    case: tuple[int, list[int], list[list[int]], int, int, int],
+) -> None:
+    """ClosestSearch (prefer-closest preferred answers beyond the budget) against brute force."""
+    from itertools import combinations
+
+    from enforcer.topology.numa_info import NUMAInfo
+
+    count, weights, rows, size, need, forced = case
+    forced &= (1 << count) - 1
+    info = NUMAInfo.build(list(range(count)), {n: rows[n] for n in range(count)}, need_distances=True)
+
+    def key(mask: int) -> tuple[int, int, int]:
+        return (mask.bit_count(), info.distance_sum(mask), mask)
+
+    def accept(mask: int) -> bool:
+        return mask % 3 != 0  # an arbitrary extra rule, as another dimension would impose
+
+    threshold = hint_masks.Threshold((1 << count) - 1, forced, {n: (weights[n],) for n in range(count)}, (need,))
+    search = hint_masks.ClosestSearch(threshold, size, accept, key, budget=1 << 20)
+    got = search.best()
+    masks = [sum(1 << n for n in combo) for combo in combinations(range(count), size)]
+    fitting = [m for m in masks if threshold.fits(m) and accept(m)]
+    assert not search.truncated
+    assert got == (min(fitting, key=key) if fitting else None)
