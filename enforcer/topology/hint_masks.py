@@ -649,8 +649,9 @@ class ClosestSearch:
     Depth-first over the nodes in ascending id (take or leave each), pruned by the sums (the heaviest
     remaining weights must still reach every need) and by the distance sum: what is chosen, plus the
     ``left`` cheapest marginal costs among the remaining nodes, plus ``left`` choose 2 times the cheapest
-    pair, is a lower bound of any completion.  Branches whose bound exceeds the best sum found are cut
-    (equal ones are kept: a lower mask value breaks ties).  Gives up after ``budget`` visited branches
+    pair, is a lower bound of any completion.  Branches whose bound exceeds the best sum found are cut,
+    and so are those that can at best tie it with a higher mask value (the lowest completion takes the
+    lowest remaining ids).  Gives up after ``budget`` visited branches
     and then says so in ``truncated``.
     """
 
@@ -716,8 +717,11 @@ class ClosestSearch:
                 return
             if best_key is not None:
                 cheapest = sorted(marg[n] for n in rest)[:left]
-                if cost + sum(cheapest) + left * (left - 1) // 2 * cheapest_pair > best_key[1]:
+                bound = cost + sum(cheapest) + left * (left - 1) // 2 * cheapest_pair
+                if bound > best_key[1]:
                     return
+                if bound == best_key[1] and mask | sum(1 << n for n in rest[:left]) > best_key[2]:
+                    return  # at best a tie on the sum, and every completion has a higher value
             node = nodes[position]
             taken = {n: v + pair[node][n] for n, v in marg.items() if n != node}
             weights = threshold.weights[node]

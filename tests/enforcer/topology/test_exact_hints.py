@@ -223,7 +223,10 @@ def test_layered_hints_decide_as_the_exhaustive_enumeration_beyond_eight_numa_no
 # --- the constructed cases of issue #16 ----------------------------------------------------------------------------
 
 
-def _regular_engine(numa: int, policy: str) -> NodeEngine:
+def _regular_engine(numa: int, policy: str, prefer_closest: bool = False) -> NodeEngine:
+    options = {"max-allowable-numa-nodes": str(numa)}
+    if prefer_closest:
+        options["prefer-closest-numa-nodes"] = "true"
     config = from_kubelet(
         {
             "featureGates": {"PodLevelResources": True, "PodLevelResourceManagers": True},
@@ -234,7 +237,7 @@ def _regular_engine(numa: int, policy: str) -> NodeEngine:
             "reservedMemory": [{"numaNode": 0, "limits": {"memory": "1124Mi"}}],
             "topologyManagerPolicy": policy,
             "topologyManagerScope": "pod",
-            "topologyManagerPolicyOptions": {"max-allowable-numa-nodes": str(numa)},
+            "topologyManagerPolicyOptions": options,
         }
     )
     return builder.build(synthetic.regular(numa), config)  # 16 CPUs and 64 GiB per NUMA node
@@ -287,10 +290,14 @@ def test_best_effort_4_cpus_and_150_gib_land_on_nodes_0_to_2(numa: int, referenc
         assert run() == (0, 1, 2)
 
 
-def test_a_64_numa_machine_decides_a_five_node_pod_exactly_without_enumerating_five_node_masks() -> None:
+@pytest.mark.parametrize("prefer_closest", [False, True])
+def test_a_64_numa_machine_decides_a_five_node_pod_exactly_without_enumerating_five_node_masks(
+    prefer_closest: bool,
+) -> None:
     """Restricted on 64 nodes: 72 CPUs + 300 GiB need five NUMA nodes (7.6 million masks of that size); the
-    preferred answer is found by the threshold search, and is the lowest five-node mask that fits."""
-    node = _regular_engine(64, "restricted")
+    preferred answer is found by the threshold search (with prefer-closest: the branch and bound on the
+    distance sum, every five-node set of one socket tying), and is the lowest five-node mask that fits."""
+    node = _regular_engine(64, "restricted", prefer_closest)
     _nodes_0_and_8_busy(node)
     before = hint_masks.fallback_count()
     assert _affinity(node, _pod("wide", 72, 300)) == (1, 2, 3, 4, 5)
