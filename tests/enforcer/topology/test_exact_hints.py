@@ -404,3 +404,13 @@ def test_the_closest_search_finds_the_lowest_key_mask_of_its_size(
     fitting = [m for m in masks if threshold.fits(m) and accept(m)]
     assert not search.truncated
     assert got == (min(fitting, key=key) if fitting else None)
+
+
+@given(st.lists(st.integers(min_value=0, max_value=64), min_size=1, max_size=12), st.integers(0, 400))
+def test_min_size_is_the_fewest_nodes_whose_capacity_can_hold_the_request(caps: list[int], request: int) -> None:
+    """The kubelet's "minimal affinity" (CPU capacity per NUMA node), which decides preferred CPU hints."""
+    from itertools import combinations
+
+    size = hint_masks.min_size_for(caps, request)
+    fits = [k for k in range(1, len(caps) + 1) if any(sum(c) >= request for c in combinations(caps, k))]
+    assert size == (min(fits) if fits else len(caps) + 1)
