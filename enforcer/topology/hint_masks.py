@@ -66,9 +66,16 @@ widest mask of ``Th_d`` (always emitted), with exactly the exhaustive list's pre
    (or by always-emitted ones).  With ``K`` at least that, and at least every preferred size (no
    preferred candidate hides beyond ``K``), every beater would be in ``C_K``; ``h'`` is the minimum of
    ``C_K``, so nothing beats it and ``h'`` is the exhaustive answer.
+4. A cheaper certificate for the common tier-0 answer: every candidate lies within the nodes that some
+   fitting mask of every dimension can hold (its "reach").  Let ``L`` be the lowest-key ``T``-node
+   subset of the reach (the ``T`` lowest nodes, or the closest such set under prefer-closest): no
+   ``T``-node candidate has a lower key.  If no preferred candidate exists and ``L`` is a candidate
+   (``h'`` itself, or shown by one mask per dimension whose AND is ``L``: :func:`_achievable`), then
+   ``L`` is tier 0, which beats every other tier, and lowest in it: the exhaustive answer, without
+   wider layers.
 
 :func:`merge_layered` merges with ``K = max m_d``, which decides every preferred answer (2), then
-widens once to the bound of (3) when the answer is not preferred.  Restricted and single-numa-node
+certifies a non-preferred answer by (4) or widens once to the bound of (3).  Restricted and single-numa-node
 only ever admit preferred answers, so they never need step 3 to decide admission (single-numa-node
 keeps only preferred single-node hints before merging: one layer, always exact).
 
@@ -106,6 +113,7 @@ from itertools import chain, combinations
 from math import comb
 from typing import overload
 
+from enforcer.topology import bitmask
 from enforcer.topology.hints import TopologyHint
 
 log = logging.getLogger(__name__)
@@ -439,8 +447,12 @@ def merge_layered(
             hint = TopologyHint(found, True)
             return hint if exact else _fallback(hint, used=widest, needed=first)
         # no preferred candidate (exactly so unless the search was cut short): restricted and single-numa-node
-        # refuse exactly as the exhaustive merge does; best-effort's non-preferred mask needs wider layers, so
-        # take a tier-0 candidate (T nodes) if one is found cheaply; narrower layers would misjudge T
+        # refuse exactly as the exhaustive merge does; best-effort's non-preferred mask is certified by part 4,
+        # or else a tier-0 candidate (T nodes) found cheaply; narrower layers would misjudge T
+        if exact:
+            floor = _lowest_in_reach(dimensions, target, key, budget, closest=closest)
+            if floor is not None and _achievable(floor, dimensions):
+                return TopologyHint(floor, False)
         candidate = _some_tier0_candidate(dimensions, layered, target, budget)
         if candidate is not None:
             return _fallback(TopologyHint(candidate, False), used=widest, needed=first)
@@ -454,6 +466,10 @@ def merge_layered(
     needed = max([first, preferred_max] + [d.superset_bound(beat) for d in layered])
     if needed <= first:
         return best
+    if preferred_max <= first:  # no preferred candidate anywhere: theorem, part 4
+        floor = _lowest_in_reach(dimensions, target, key, budget, closest=closest)
+        if floor is not None and (floor == mask or _achievable(floor, dimensions)):
+            return TopologyHint(floor, False)
     if needed <= widest:
         return merge(layers(needed))
     if preferred_max > widest:
@@ -462,6 +478,96 @@ def merge_layered(
             hint = TopologyHint(found, True)
             return hint if exact else _fallback(hint, used=widest, needed=needed)
     return _fallback(merge(layers(widest)), used=widest, needed=needed)
+
+
+def _reach(dimensions: Sequence[Sequence[TopologyHint]]) -> int:
+    """The nodes that can be in some fitting mask of every dimension (a candidate lies within them)."""
+    reach = -1
+    for dimension in dimensions:
+        if isinstance(dimension, LayeredHints):
+            nodes = dimension.threshold.domain if dimension.threshold is not None else 0
+            for mask in dimension.explicit:
+                nodes |= mask
+        elif any(h.mask is None for h in dimension):
+            continue
+        else:
+            nodes = 0
+            for h in dimension:
+                nodes |= h.mask or 0
+        reach &= nodes
+    return reach if reach != -1 else 0
+
+
+def _lowest_in_reach(
+    dimensions: Sequence[Sequence[TopologyHint]], size: int, key: MaskKey, budget: int, *, closest: bool
+) -> int | None:
+    """The lowest-key ``size``-node subset of :func:`_reach`: no candidate of that size has a lower key.
+
+    None when the reach is too small, or the prefer-closest search did not close within ``budget``.
+    """
+    reach = _reach(dimensions)
+    if size <= 0 or reach.bit_count() < size:
+        return None
+    if not closest:
+        return bitmask.lowest_bits(reach, size)
+    nodes = [n for n in range(reach.bit_length()) if reach >> n & 1]
+    free_for_all = Threshold(reach, 0, {n: () for n in nodes}, ())
+    search = ClosestSearch(free_for_all, size, lambda mask: True, key, budget)
+    best = search.best()
+    return None if search.truncated else best
+
+
+def _fitting_supersets(mask: int, dimension: Sequence[TopologyHint]) -> list[int] | None:
+    """Some masks of ``dimension`` holding ``mask`` (itself, the widest threshold mask, explicit ones);
+    None for a dimension with a nil hint (the whole machine: it holds any mask and carves nothing)."""
+    if isinstance(dimension, LayeredHints):
+        wider = [dimension.threshold.domain] if dimension.threshold is not None else []
+        tried = dict.fromkeys((mask, *wider, *dimension.explicit))
+        return [m for m in tried if m & mask == mask and dimension.hint_for(m) is not None]
+    if any(h.mask is None for h in dimension):
+        return None
+    return [h.mask for h in dimension if h.mask is not None and h.mask & mask == mask]
+
+
+def _achievable(mask: int, dimensions: Sequence[Sequence[TopologyHint]]) -> bool:
+    """A sufficient test that ``mask`` is a candidate: one mask per dimension whose AND is ``mask``.
+
+    Either one dimension offers ``mask`` itself and every other one a superset; or one dimension offers
+    ``mask`` plus some extra nodes (grown greedily) and every other one a superset without them.
+    """
+    supersets = [_fitting_supersets(mask, d) for d in dimensions]
+    if any(found is not None and not found for found in supersets):
+        return False  # some dimension holds no superset: no AND can be this mask
+    if any(found is not None and mask in found for found in supersets):
+        return True
+    for i, carver in enumerate(dimensions):
+        if not isinstance(carver, LayeredHints):
+            continue
+        grown = _grow(mask, carver)
+        if grown is None:
+            continue
+        extra = grown & ~mask
+        others = [found for j, found in enumerate(supersets) if j != i and found is not None]
+        if others and all(any(not m & extra for m in found) for found in others):
+            return True  # nil dimensions are the whole machine: neutral in the AND
+    return False
+
+
+def _grow(mask: int, dimension: LayeredHints) -> int | None:
+    """``mask`` plus nodes of the threshold domain, heaviest first, until the dimension offers it."""
+    threshold = dimension.threshold
+    if threshold is None:
+        return None
+    grown = mask
+    order = sorted(
+        (n for n in threshold.weights if threshold.domain >> n & 1 and not mask >> n & 1),
+        key=lambda n: tuple(-w for w in threshold.weights[n]),
+    )
+    for node in order:
+        if dimension.hint_for(grown) is not None:
+            return grown
+        grown |= 1 << node
+    return grown if dimension.hint_for(grown) is not None else None
 
 
 def _fallback(best: TopologyHint, *, used: int, needed: int) -> TopologyHint:

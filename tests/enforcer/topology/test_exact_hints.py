@@ -12,7 +12,7 @@ long one (thousands of machines) is ``-m slow``.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import pytest
@@ -24,6 +24,7 @@ from enforcer.engine.config import from_kubelet
 from enforcer.engine.exhaustive_reference import exhaustive
 from enforcer.engine.node import Decision, NodeEngine
 from enforcer.topology import hint_masks, synthetic
+from enforcer.topology.hints import TopologyHint
 from enforcer.topology.machine import CPUInfo, CPUTopology, NUMANode
 from shared.resources import ContainerResources, PodResources, Resources
 
@@ -308,18 +309,71 @@ def test_a_64_numa_machine_decides_a_five_node_pod_exactly_without_enumerating_f
     assert hint_masks.fallback_count() == before
 
 
-def test_a_best_effort_pod_beyond_the_budget_is_admitted_with_a_counted_fallback(
-    caplog: pytest.LogCaptureFixture,
-) -> None:
+def test_a_best_effort_pod_needing_five_of_64_nodes_is_decided_exactly_by_the_reach_certificate() -> None:
     """64 nodes, 4 CPUs + 300 GiB under best-effort: CPU prefers one node, memory five, so no hint is
-    preferred and the kubelet's answer needs five-node layers (8.3 million masks): the named fallback."""
+    preferred and the bound of part 3 would need five-node layers (8.3 million masks).  Part 4 decides it:
+    the five lowest nodes are a candidate (memory offers them, CPU the whole machine), the lowest of tier 0."""
     node = _regular_engine(64, "best-effort")
     before = hint_masks.fallback_count()
+    assert _affinity(node, _pod("p", 4, 300)) == (0, 1, 2, 3, 4)
+    assert hint_masks.fallback_count() == before
+
+
+def _family(weights: list[int], need: int, preferred_size: int, min_fit: int) -> hint_masks.LayeredHints:
+    """A hand-made threshold dimension: masks whose weights reach ``need``."""
+    count = len(weights)
+    threshold = hint_masks.Threshold((1 << count) - 1, 0, {n: (weights[n],) for n in range(count)}, (need,))
+
+    def hint_for(mask: int) -> TopologyHint | None:
+        return TopologyHint(mask, mask.bit_count() == preferred_size) if threshold.fits(mask) else None
+
+    def generate(size: int) -> list[TopologyHint]:
+        masks = (
+            sum(1 << n for n in combo)
+            for combo in hint_masks.candidate_masks(range(count), size, always=[tuple(range(count))])
+        )
+        return [h for m in masks if (h := hint_for(m)) is not None]
+
+    return hint_masks.LayeredHints(
+        numa_count=count,
+        min_fit_size=min_fit,
+        preferred_size=preferred_size,
+        preferred_max=preferred_size,
+        superset_slack=hint_masks.smallest_weights_count(weights, need),
+        superset_floor=1,
+        threshold=threshold,
+        explicit=(),
+        hint_for=hint_for,
+        generate=generate,
+    )
+
+
+def test_beyond_the_budget_an_uncertified_non_preferred_answer_is_a_counted_logged_fallback(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Six nodes, a budget of six masks (single nodes only).  A: any mask holding node 5; B: masks holding
+    0, 1 and 5.  T = 3, nothing is preferred by both, and the three lowest nodes {0,1,2} are no candidate
+    (every AND holds node 5), so part 4 cannot certify: the fallback answers {0,1,5}, counted and logged
+    (here also the exhaustive answer)."""
+    from enforcer.topology import merge as merging
+    from enforcer.topology.numa_info import NUMAInfo
+
+    info = NUMAInfo(tuple(range(6)))
+    a, b = _family([0, 0, 0, 0, 0, 1], 1, 1, 1), _family([1, 1, 0, 0, 0, 1], 3, 3, 3)
+
+    def merge(lists: Sequence[Sequence[TopologyHint]]) -> TopologyHint:
+        return merging._merge_hint_lists(info, lists, prefer_closest=False)
+
+    def key(mask: int) -> tuple[int, int, int]:
+        return (mask.bit_count(), 0, mask)
+
+    exhaustive_answer = merge([list(a), list(b)])
+    before = hint_masks.fallback_count()
     with caplog.at_level("WARNING", logger="enforcer.topology.hint_masks"):
-        affinity = _affinity(node, _pod("p", 4, 300))
+        got = hint_masks.merge_layered([a, b], merge, key, budget=6)
+    assert got == exhaustive_answer == TopologyHint(0b100011, False)
     assert hint_masks.fallback_count() == before + 1
     assert any(getattr(r, "fallback", None) == hint_masks.FALLBACK_NAME for r in caplog.records)
-    assert affinity is not None and len(affinity) == 5  # the memory manager widens to five nodes
 
 
 def test_layers_come_out_in_iterate_bitmasks_order_with_the_always_kept_masks_last() -> None:
