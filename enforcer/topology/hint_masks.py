@@ -12,11 +12,11 @@ same merged hint as the exhaustive merge.  Where the proof would need more masks
 Notation
 --------
 A dimension ``d`` (one resource of one provider) offers the family ``F_d`` of masks that can hold its
-request; ``P_d`` is the preferred part.  The merge (``policy.py``) takes one mask per dimension, ANDs
+request; ``P_d`` is the preferred part.  The merge (``merge.py``) takes one mask per dimension, ANDs
 them, and keeps the lowest ``rank``: preferred candidates (all hints preferred, all masks equal) first,
 by ``key`` (count, [distance sum], value); then non-preferred ones by tier against
 ``T = max_d min{|M| : M in F_d}`` (tier 0: ``|X| == T``; tier 1: ``|X| < T``, wider first; tier 2:
-``|X| > T``).  ``policy.py`` proves the fold is an argmin over the SET of candidates, so the merged
+``|X| > T``).  ``merge.py`` proves the fold is an argmin over the SET of candidates, so the merged
 answer is ``min(C)`` for the candidate set ``C``, and it only depends on ``C`` and ``T``.
 
 The families (what makes the proof work)
@@ -97,10 +97,11 @@ nodes: 8.3 million masks).  Then:
   merge is counted as a fallback: this can happen with align-by-socket (preferred masks of several
   sizes are enumerated) or a prefer-closest search that does not close, and restricted could then
   refuse a pod whose only preferred masks lie beyond what was looked at;
-* a non-preferred best-effort answer that needs wider layers than the budget allows is taken from the
-  widest affordable layers (:data:`FALLBACK_NAME`): the pod is admitted as best-effort always admits,
-  possibly on another non-preferred mask than the kubelet's; :func:`fallback_count` counts these and a
-  warning is logged with the layers used and needed.
+* a non-preferred answer is decided by part 4 when it can be; otherwise (:data:`FALLBACK_NAME`) it is a
+  tier-0 candidate found cheaply (:func:`_some_tier0_candidate`) or the merge of the widest affordable
+  layers: the pod is admitted as best-effort always admits, possibly on another non-preferred mask than
+  the kubelet's; :func:`fallback_count` counts these and a warning is logged with the layers used and
+  needed.
 """
 
 from __future__ import annotations
