@@ -3,12 +3,14 @@
 Flow of an admission (kubelet ``topologymanager`` scopes + ``cm`` managers):
 
 1. resource fit against node allocatable (``OutOfcpu`` ...);
-2. Topology Manager: container scope gathers hints per container, merges, stores
-   the hint and allocates that container before the next one; pod scope gathers
-   pod hints once, merges once, gives every container the same hint and
-   allocates (KEP-5526 ``AllocatePod`` when pod-level resources and both gates
-   are on);
-3. providers are called in kubelet order: CPU manager, then memory manager.
+2. the Topology Manager (:mod:`enforcer.topology.manager`): container scope gathers
+   hints per container, merges and allocates that container before the next one;
+   pod scope gathers pod hints once, merges once, gives every container the same
+   hint and allocates (KEP-5526 ``AllocatePod`` when pod-level resources and both
+   gates are on);
+3. providers are called in kubelet order: CPU manager, then memory manager, each
+   bound to its state in the working copy;
+4. in-place resize decisions come from :mod:`enforcer.engine.resize`.
 
 Everything runs on a copy of the state; the copy replaces the state only when
 the whole pod was admitted.  Decisions are therefore atomic: a refused pod (or

@@ -1,8 +1,8 @@
 """The Topology Manager policy contract (kubelet ``topologymanager/policy.go`` ``Policy``).
 
 This module declares the Protocol only. The merge the policies share is :mod:`enforcer.topology.merge`,
-the policies are the ``policy_*`` modules, and :mod:`enforcer.engine.builder` picks one by name; none of
-them is imported here, so no module of the package imports this one back.
+the policies are the ``policy_*`` modules, and :mod:`enforcer.engine.builder` picks one by name. The
+policies import this contract and it imports none of them, so the dependency runs one way.
 """
 
 from __future__ import annotations

@@ -316,9 +316,27 @@ def _consistent_tree(draw: st.DrawFn) -> dict[str, tuple[int, int]]:
     return tree
 
 
-@settings(max_examples=150, deadline=None)
-@given(before=_consistent_tree(), after=_consistent_tree(), shuffle=st.randoms(use_true_random=False))
+_TREES = {"before": _consistent_tree(), "after": _consistent_tree(), "shuffle": st.randoms(use_true_random=False)}
+
+
+@settings(max_examples=50)
+@given(**_TREES)
 def test_reconcile_in_hierarchy_order_never_trips_cgroup_v1_rules(
+    before: dict[str, tuple[int, int]], after: dict[str, tuple[int, int]], shuffle: object
+) -> None:
+    _reconcile_in_hierarchy_order(before, after, shuffle)
+
+
+@pytest.mark.slow
+@settings(max_examples=500)
+@given(**_TREES)
+def test_reconcile_in_hierarchy_order_never_trips_cgroup_v1_rules_thoroughly(
+    before: dict[str, tuple[int, int]], after: dict[str, tuple[int, int]], shuffle: object
+) -> None:
+    _reconcile_in_hierarchy_order(before, after, shuffle)
+
+
+def _reconcile_in_hierarchy_order(
     before: dict[str, tuple[int, int]], after: dict[str, tuple[int, int]], shuffle: object
 ) -> None:
     rec = recording.RecordingCgroupDriver(v1_hierarchy=True)
