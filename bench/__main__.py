@@ -107,6 +107,7 @@ SECTIONS: dict[str, str] = {
     "cpu": "cpu_lines",
     "merge": "merge_lines",
     "engine": "engine_lines",
+    "hints": "bench.bench_hints",
     "enforcer": "bench.bench_enforcer",
     "webhook": "bench.bench_webhook",
     "binding": "bench.bench_binding",

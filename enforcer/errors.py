@@ -48,6 +48,18 @@ class TopologyAffinityError(AdmissionRejected):
         super().__init__(message)
 
 
+class PodLevelTopologyAffinityError(TopologyAffinityError):
+    """The kubelet's ``PodLevelTopologyAffinityError``: same reason, its message prefixed with ``Pod Scope``."""
+
+    POD_SCOPE = "pod with pod-level resources failed admission under pod-scope topology manager"
+    """What ``admitUsingPodResources`` says when the merge refuses a KEP-5526 pod (pod scope)."""
+
+    def __init__(self, message: str = "") -> None:
+        super().__init__(
+            f"Pod Scope {message}" if message else "Pod Scope Resources cannot be allocated with Topology locality"
+        )
+
+
 class SMTAlignmentError(AdmissionRejected):
     """``full-pcpus-only`` refused a request that is not whole physical cores."""
 

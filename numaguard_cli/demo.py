@@ -589,7 +589,8 @@ class Demo:
         allocation = demo_steps.allocation_of(demo_steps.annotations_of(stored))
         facts = [f"NUMA affinity {','.join(map(str, allocation.numa_affinity or [])) or '-'}"]
         if allocation.pod_shared_pool is not None:
-            facts.append(f"pod shared pool {allocation.pod_shared_pool.cpus}")
+            pool = allocation.pod_shared_pool
+            facts.append(f"pod shared pool {pool.cpus or '-'} (memory NUMA {pool.memory_numa_nodes or '-'})")
         say(f"  BINDING  to {node.name}: allowed, patch sets {', '.join(answer.patched_keys())}")
         say(f"{_INDENT}{'; '.join(facts)}")
         for line in _container_lines(node, allocation):

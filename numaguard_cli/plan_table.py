@@ -30,7 +30,7 @@ def render(result: dict[str, Any]) -> str:
         pool = step.get("podSharedPool")
         if pool:
             nodes = _cell(pool.get("memoryNUMANodes"))
-            lines.append(f"      pod shared pool: cpus {pool['cpus']}  memory NUMA {nodes}")
+            lines.append(f"      pod shared pool: cpus {pool.get('cpus') or '-'}  memory NUMA {nodes}")
         containers = step.get("containers") or {}
         if containers:
             rows = [("container", "cpu assignment", "cpus", "memory", "memory NUMA", "cfs quota")]

@@ -110,9 +110,13 @@ class ContainerAllocation(_Wire):
 
 
 class PodSharedPool(_Wire):
-    """The KEP-5526 pod shared pool: the bubble minus exclusive slices."""
+    """The KEP-5526 pod shared pool: the bubble minus exclusive slices, and the pod's memory budget.
 
-    cpus: CPUList
+    ``cpus`` is None when only the Memory Manager made a pool (CPU policy ``none``, or no CPU pool),
+    ``memoryNUMANodes`` None when only the CPU Manager made one (plan contract item 5).
+    """
+
+    cpus: CPUList | None = None
     memory_numa_nodes: NUMANodes | None = Field(default=None, alias="memoryNUMANodes")
 
 

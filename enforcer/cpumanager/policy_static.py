@@ -77,12 +77,12 @@ class _NUMACombination:
     sockets: int
 
 
-def _numa_combinations(topology: CPUTopology, min_size: int) -> tuple[_NUMACombination, ...]:
-    """The NUMA sets hint generation considers, in ``bitmask.IterateBitMasks`` order (all of them up to
-    8 NUMA nodes, as the kubelet; a pruned set beyond, see :mod:`enforcer.topology.hint_masks`)."""
+def _numa_combinations(topology: CPUTopology, max_size: int) -> tuple[_NUMACombination, ...]:
+    """The NUMA sets of at most ``max_size`` nodes, and the whole machine, in ``bitmask.IterateBitMasks`` order
+    (every set from ``max_size`` = the NUMA count, as the kubelet; see :mod:`enforcer.topology.hint_masks`)."""
     numa_ids = sorted(topology.numa_masks)
     result: list[_NUMACombination] = []
-    for combo in hint_masks.candidate_masks(numa_ids, min_size, distances=topology.distances):
+    for combo in hint_masks.candidate_masks(numa_ids, max_size, always=[tuple(numa_ids)]):
         numa_mask = 0
         cpu_mask = 0
         sockets: set[int] = set()
@@ -121,9 +121,15 @@ class StaticPolicy:
         options: StaticPolicyOptions | Mapping[str, object] | None = None,
         gates: FeatureGates | None = None,
         topology_manager_policy: str = "none",
+        init_reuse_pins_hints: bool = True,
     ) -> None:
-        """The kubelet's ``NewManager`` + ``NewStaticPolicy``: raises ConfigError on an impossible setup."""
+        """The kubelet's ``NewManager`` + ``NewStaticPolicy``: raises ConfigError on an impossible setup.
+
+        ``init_reuse_pins_hints=False`` is the ``extended`` engine's fix of kubernetes#123816 (see
+        :meth:`get_topology_hints`); the default is the kubelet's rule.
+        """
         self._configure(topology, options, gates, topology_manager_policy)
+        self._init_reuse_pins_hints = init_reuse_pins_hints
         count = reserved_cpu_count(reserved_system_cpus, reserved_cpu_millis)
         self._set_reserved(count, reserved_system_cpus or EMPTY)
 
@@ -142,6 +148,7 @@ class StaticPolicy:
         as in the kubelet, whose non-zero rule lives one layer up in the manager)."""
         policy = cls.__new__(cls)
         policy._configure(topology, options, gates, topology_manager_policy)
+        policy._init_reuse_pins_hints = True
         policy._set_reserved(num_reserved_cpus, reserved_cpus)
         return policy
 
@@ -169,7 +176,7 @@ class StaticPolicy:
             prefer_align_uncore=opts.prefer_align_cpus_by_uncorecache,
             align_by_socket=opts.align_by_socket,
         )
-        # min_size -> combinations; one entry (all masks) on machines the kubelet enumerates exhaustively
+        # widest layer -> the NUMA combinations of at most that many nodes (and the whole machine)
         self._combinations: dict[int, tuple[_NUMACombination, ...]] = {}
         self._num_numa = len(topology.numa_masks)
         self._numa_per_socket = self._num_numa // topology.num_sockets
@@ -383,42 +390,90 @@ class StaticPolicy:
             state.reusable[pod.uid] = current - cpus
 
     # -- hints -----------------------------------------------------------------------------
-    def _combinations_for(self, request: int) -> tuple[_NUMACombination, ...]:
-        topo = self._topology
-        exhaustive = len(topo.numa_masks) <= hint_masks.EXHAUSTIVE_NUMA_LIMIT
-        min_size = 1
-        if not exhaustive:
-            min_size = hint_masks.min_size_for((m.bit_count() for m in topo.numa_masks.values()), request)
-        cached = self._combinations.get(min_size)
+    def _combinations_up_to(self, max_size: int) -> tuple[_NUMACombination, ...]:
+        cached = self._combinations.get(max_size)
         if cached is None:
-            cached = self._combinations[min_size] = _numa_combinations(topo, min_size)
+            cached = self._combinations[max_size] = _numa_combinations(self._topology, max_size)
         return cached
 
-    def _generate_hints(self, available: CPUSet, reusable: CPUSet, request: int) -> list[TopologyHint]:
-        """R6.3 ``generateCPUTopologyHints`` over every NUMA combination."""
-        min_affinity = self._num_numa
+    def _generate_hints(
+        self, available: CPUSet, reusable: CPUSet, request: int
+    ) -> hint_masks.LayeredHints | list[TopologyHint]:
+        """R6.3 ``generateCPUTopologyHints``: every NUMA combination that can hold ``request``, as layers.
+
+        A combination fits iff it holds every reusable CPU and ``|reusable| + free CPUs in it >= request``
+        (a threshold family, see :mod:`enforcer.topology.hint_masks`); preferred iff it has as few NUMA
+        nodes as the fewest whose CPUs (free or not) number ``request``, or spans the fewest sockets under
+        align-by-socket.  ``[]`` when not even the whole machine fits.
+        """
+        topo = self._topology
+        numa_ids = sorted(topo.numa_masks)
         reusable_mask = reusable.mask
         reusable_count = reusable_mask.bit_count()
         available_mask = available.mask
-        fitting: list[_NUMACombination] = []
-        for combo in self._combinations_for(request):
-            if combo.total_cpus >= request and combo.size < min_affinity:
-                min_affinity = combo.size
-            if reusable_mask & ~combo.cpu_mask:
-                continue
-            if reusable_count + (available_mask & combo.cpu_mask).bit_count() < request:
-                continue
-            fitting.append(combo)
+        free = {n: (available_mask & topo.numa_masks[n]).bit_count() for n in numa_ids}
+        need = request - reusable_count
+        if reusable_count + sum(free.values()) < request or reusable_mask & ~topo.all_cpus.mask:
+            return []
+        forced = 0
+        for n in numa_ids:
+            if reusable_mask & topo.numa_masks[n]:
+                forced |= 1 << n
+        capacities = [topo.numa_masks[n].bit_count() for n in numa_ids]
+        min_affinity = min(hint_masks.min_size_for(capacities, request), self._num_numa)
         min_sockets = 0
+        preferred_max = min_affinity
         if self._options.align_by_socket and self._numa_per_socket:
             min_sockets = -(-min_affinity // self._numa_per_socket)
-        return [
-            TopologyHint(
-                combo.numa_mask,
-                (min_sockets > 0 and combo.sockets == min_sockets) or combo.size == min_affinity,
+            socket_ids = {s for n in numa_ids for s in topo.sockets_of_numa.get(n, ())}
+            per_socket = sorted(
+                (sum(1 for n in numa_ids if s in topo.sockets_of_numa.get(n, ())) for s in socket_ids), reverse=True
             )
-            for combo in fitting
-        ]
+            preferred_max = min(self._num_numa, max(min_affinity, sum(per_socket[:min_sockets])))
+        positions = {n: i for i, n in enumerate(numa_ids)}
+        forced_positions = sum(1 << positions[n] for n in numa_ids if forced >> n & 1)
+        min_fit = hint_masks.min_cover_size([(free[n],) for n in numa_ids], (need,), forced=forced_positions)
+        assert min_fit is not None  # the whole machine fits (checked above)
+
+        def preferred(combo: _NUMACombination) -> bool:
+            return (min_sockets > 0 and combo.sockets == min_sockets) or combo.size == min_affinity
+
+        def generate(max_size: int) -> list[TopologyHint]:
+            return [
+                TopologyHint(combo.numa_mask, preferred(combo))
+                for combo in self._combinations_up_to(max_size)
+                if not reusable_mask & ~combo.cpu_mask
+                and reusable_count + (available_mask & combo.cpu_mask).bit_count() >= request
+            ]
+
+        def hint_for(numa_mask: int) -> TopologyHint | None:
+            cpu_mask = 0
+            sockets: set[int] = set()
+            for n in numa_ids:
+                if numa_mask >> n & 1:
+                    cpu_mask |= topo.numa_masks[n]
+                    sockets.update(topo.sockets_of_numa.get(n, ()))
+            if numa_mask & ~topo_bits or reusable_mask & ~cpu_mask:
+                return None
+            if reusable_count + (available_mask & cpu_mask).bit_count() < request:
+                return None
+            size = numa_mask.bit_count()
+            combo = _NUMACombination(numa_mask, cpu_mask, size, cpu_mask.bit_count(), len(sockets))
+            return TopologyHint(numa_mask, preferred(combo))
+
+        topo_bits = sum(1 << n for n in numa_ids)
+        return hint_masks.LayeredHints(
+            numa_count=self._num_numa,
+            min_fit_size=min_fit,
+            preferred_size=min_affinity,
+            preferred_max=preferred_max,
+            superset_slack=forced.bit_count() + hint_masks.smallest_weights_count(free.values(), need),
+            superset_floor=1,
+            threshold=hint_masks.Threshold(topo_bits, forced, {n: (free[n],) for n in numa_ids}, (need,)),
+            explicit=(),
+            hint_for=hint_for,
+            generate=generate,
+        )
 
     def get_topology_hints(self, state: CPUState, pod: PodResources, container: ContainerResources) -> ProviderHints:
         """R6.1-R6.4 ``GetTopologyHints``."""
@@ -432,6 +487,12 @@ class StaticPolicy:
                 return {CPU: []}
             return {CPU: self._generate_hints(allocated, EMPTY, requested)}
         reusable = state.reusable.get(pod.uid, EMPTY)
+        if not self._init_reuse_pins_hints:
+            # kubernetes#123816: the kubelet only offers NUMA sets holding every CPU the pod's init containers
+            # leave for reuse, so an app container that does not fit beside them is refused although another
+            # NUMA node has room.  Here those CPUs count only where the set holds them (kubernetes PR #123820):
+            # a set elsewhere is offered on its own free CPUs, and allocation takes them from it first.
+            return {CPU: self._generate_hints(self.available_cpus(state) | reusable, EMPTY, requested)}
         return {CPU: self._generate_hints(self.available_cpus(state), reusable, requested)}
 
     def get_pod_topology_hints(self, state: CPUState, pod: PodResources) -> ProviderHints:

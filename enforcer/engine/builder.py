@@ -114,6 +114,7 @@ def _cpu_policy(topology: CPUTopology, config: NodeConfig) -> CPUPolicy:
             options=options,
             gates=config.gates,
             topology_manager_policy=config.topology_manager_policy,
+            init_reuse_pins_hints=config.compatibility == "kubelet",  # kubernetes#123816 fixed in extended
         )
     raise ConfigError(f'unknown policy: "{config.cpu_manager_policy}"')
 

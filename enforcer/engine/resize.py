@@ -4,8 +4,12 @@
 request can never be met on this node (capacity, or a rule the node's policies cannot honour), Deferred
 when it fits the node but not what is free now.
 
-``compatibility: kubelet`` reproduces the v1.36 answers exactly: every resize of a Guaranteed pod under
-the static CPU or Static memory policy is Infeasible, and the managers' state never changes.
+``compatibility: kubelet`` reproduces the v1.36 answers exactly (``guaranteedPodResourceResizeRequired``,
+R4.2): a Guaranteed pod's resize is Infeasible under the static CPU policy when it changes the CPU request
+of a container or restartable sidecar, and under the Static memory policy when it changes one's memory
+request (container values only: a memory-only resize on a static-CPU node, or a pod-level-only change, is
+decided by the normal fit); a pod the pod-level resource managers hold is never resized (R5.4).  The
+managers' state never changes.
 ``extended`` (the default) lets the managers resize exclusive CPUs, KEP-5526 pod bubbles and memory
 blocks (:mod:`enforcer.cpumanager.resize`, :mod:`enforcer.memorymanager.resize`).  The order is:
 
@@ -32,6 +36,7 @@ from enforcer.engine.config import NodeConfig
 from enforcer.engine.records import EngineState
 from enforcer.errors import AdmissionRejected
 from enforcer.memorymanager.policy import MemoryPolicy, MemoryResizePlan
+from shared import pod_level
 from shared.contract import ResizeOutcome
 from shared.resources import CPU, MEMORY, PodResources
 
@@ -88,13 +93,31 @@ def alignment_of(config: NodeConfig) -> ResizeAlignment:
     return ResizeAlignment(config.topology_manager_policy, config.topology_manager_scope)
 
 
-def _kubelet_refusal(engine: ResizeSubject, current: PodResources) -> Verdict | None:
-    """The v1.36 rule (R4.2): Guaranteed pods under the static managers are never resized."""
+def container_request_changed(current: PodResources, desired: PodResources, resource: str) -> bool:
+    """``guaranteedPodResourceResizeRequired``: a resizable container (app container or restartable sidecar)
+    whose ``resource`` request differs from what it was allocated; pod-level values are not compared."""
+    allocated = {c.name: c.resources.request(resource) for c in current.containers}
+    return any(
+        c.resources.request(resource) != allocated.get(c.name, 0) for c in desired.containers if c.kind != "init"
+    )
+
+
+def _kubelet_refusal(engine: ResizeSubject, current: PodResources, desired: PodResources) -> Verdict | None:
+    """The v1.36 rules (R4.2, R5.4) wherever no manager resizes: ``kubelet`` mode, or a manager without resizer."""
     cpu_static, memory_static = _manages_exclusively(engine.config, current)
     extended = engine.config.compatibility == "extended"
-    if cpu_static and (not extended or engine.cpu_policy.resizer is None):
+    cpu_kubelet = cpu_static and (not extended or engine.cpu_policy.resizer is None)
+    memory_kubelet = memory_static and (not extended or engine.memory_policy.resizer is None)
+    if (cpu_kubelet or memory_kubelet) and pod_level.managers_apply(
+        current, managers_enabled=engine.config.gates.pod_level_managers_enabled
+    ):
+        # R5.4: resizing pods the pod-level resource managers hold is out of scope for the kubelet
+        return Verdict(
+            "Infeasible", REASON_INFEASIBLE, CPU_STATIC_INFEASIBLE if cpu_kubelet else MEMORY_STATIC_INFEASIBLE
+        )
+    if cpu_kubelet and container_request_changed(current, desired, CPU):
         return Verdict("Infeasible", REASON_INFEASIBLE, CPU_STATIC_INFEASIBLE)
-    if memory_static and (not extended or engine.memory_policy.resizer is None):
+    if memory_kubelet and container_request_changed(current, desired, MEMORY):
         return Verdict("Infeasible", REASON_INFEASIBLE, MEMORY_STATIC_INFEASIBLE)
     return None
 
@@ -122,7 +145,7 @@ def _plan(engine: ResizeSubject, current: PodResources, desired: PodResources) -
 
 def decide(engine: ResizeSubject, current: PodResources, desired: PodResources) -> Verdict:
     """Accepted (with the resized working state), Deferred or Infeasible, in the order of the module docstring."""
-    refusal = _kubelet_refusal(engine, current)
+    refusal = _kubelet_refusal(engine, current, desired)
     if refusal is not None:
         return refusal
     requested = engine.requests_of(desired)

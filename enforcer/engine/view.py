@@ -63,11 +63,13 @@ class PodView:
         return f"{self.namespace}/{self.name}"
 
     def pod_shared_pool(self) -> contract.PodSharedPool | None:
-        """The KEP-5526 pod shared pool, or None when the pod has no bubble."""
-        if self.pod_shared_pool_cpus is None:
+        """The KEP-5526 pod shared pool: made by the CPU Manager (a bubble), the Memory Manager (a pod memory
+        budget) or both; None when neither made one.  The part a manager did not make is None."""
+        cpus, nodes = self.pod_shared_pool_cpus, self.pod_shared_pool_memory_numa_nodes
+        if cpus is None and nodes is None:
             return None
         return contract.PodSharedPool.model_construct(
-            cpus=str(self.pod_shared_pool_cpus), memory_numa_nodes=_numa_list(self.pod_shared_pool_memory_numa_nodes)
+            cpus=None if cpus is None else str(cpus), memory_numa_nodes=_numa_list(nodes)
         )
 
     def long_running(self) -> tuple[ContainerView, ...]:

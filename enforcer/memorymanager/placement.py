@@ -17,7 +17,14 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 
 from enforcer.memorymanager.state import Block, MemoryTable, NUMANodeState, bits_mask, mask_bits
-from enforcer.topology import hint_masks
+from enforcer.topology.hint_masks import (
+    LayeredHints,
+    Threshold,
+    ThresholdScan,
+    candidate_masks,
+    min_cover_size,
+    smallest_weights_count,
+)
 from enforcer.topology.hints import TopologyHint
 from shared.resources import MEMORY
 
@@ -40,53 +47,176 @@ def calculate_hints(
     requests: Mapping[str, int],
     reusable: Mapping[int, Mapping[str, int]],
     distances: Mapping[int, Sequence[int]] | None = None,
-) -> dict[str, list[TopologyHint]]:
+) -> dict[str, Sequence[TopologyHint]]:
     """H1-H6: one hint list per requested type (the same masks for all); ``{}`` when no mask fits.
 
-    ``reusable`` is the pod's init-container memory by mask (A7), which counts as free (H5).
+    ``reusable`` is the pod's init-container memory by mask (A7), which counts as free (H5).  Each list is
+    the :class:`~enforcer.topology.hint_masks.LayeredHints` of :func:`hint_family` (``distances`` is
+    accepted for the callers' convenience; preferred hints do not depend on it).
     """
-    masks: list[tuple[int, ...]] = []
-    min_affinity_size = len(machine)
-    node_ids = list(machine)
-    min_size = max(
-        (
-            hint_masks.min_size_for((_table(machine, n, name).allocatable for n in node_ids), size)
-            for name, size in requests.items()
-        ),
-        default=1,
-    )
-    groups = {tuple(sorted(state.cells)) for state in machine.values() if len(state.cells) > 1}
-    for bits in hint_masks.candidate_masks(node_ids, min_size, distances=distances, extra=groups):
+    family = hint_family(machine, requests, reusable)
+    if family is None:
+        return {}  # H6b: no key at all, which the Topology Manager reads as "don't care"
+    return {name: family for name in requests}
+
+
+class _MemoryRules:
+    """H1-H5 for one request on one machine state, mask by mask, and the sums behind them."""
+
+    def __init__(
+        self,
+        machine: Mapping[int, NUMANodeState],
+        requests: Mapping[str, int],
+        reusable: Mapping[int, Mapping[str, int]],
+    ) -> None:
+        self.machine = machine
+        self.requests = requests
+        self.reusable = reusable
+        self.node_ids = list(machine)
+        self.names = list(requests)
+        self.sizes = tuple(requests[name] for name in self.names)
+        self.allocatable = {n: tuple(_table(machine, n, name).allocatable for name in self.names) for n in machine}
+        self.free = {n: tuple(_table(machine, n, name).free for name in self.names) for n in machine}
+        self.unused = [n for n in self.node_ids if machine[n].number_of_assignments == 0]
+        self._hints: dict[tuple[int, ...], TopologyHint | None] = {}
+        # H2: the narrowest capacity-fitting mask, over every mask (len(machine) when none fits)
+        narrowest = min_cover_size([self.allocatable[n] for n in self.node_ids], self.sizes)
+        self.min_affinity_size = len(machine) if narrowest is None else narrowest
+
+    def fits(self, bits: Sequence[int]) -> bool:
+        machine, sizes = self.machine, self.sizes
         # H1: enough allocatable (capacity, not free) for every type
-        if any(sum(_table(machine, n, name).allocatable for n in bits) < size for name, size in requests.items()):
-            continue
-        # H2: the narrowest capacity-fitting mask decides what "preferred" means
-        min_affinity_size = min(min_affinity_size, len(bits))
+        allocatable = self.allocatable
+        if any(sum(allocatable[n][q] for n in bits) < size for q, size in enumerate(sizes)):
+            return False
         single = len(bits) == 1
         # H3: a node in a multi-node group is not available alone
         if single and len(machine[bits[0]].cells) > 1:
-            continue
+            return False
         # H4: a used node joins only the very group it already belongs to
         if not single and any(
             machine[n].number_of_assignments > 0
             and (len(machine[n].cells) == 1 or not _groups_equal(machine[n].cells, bits))
             for n in bits
         ):
-            continue
+            return False
         # H5: enough free memory, counting what this pod's init containers leave behind
-        mask = bits_mask(bits)
-        if any(
-            sum(_table(machine, n, name).free for n in bits) + reusable.get(mask, {}).get(name, 0) < size
-            for name, size in requests.items()
-        ):
-            continue
-        masks.append(bits)
-    if not masks:
-        return {}  # H6b: no key at all, which the Topology Manager reads as "don't care"
-    # H6: same masks for every type; preferred iff as narrow as the narrowest capacity fit
-    return {
-        name: [TopologyHint(bits_mask(bits), len(bits) == min_affinity_size) for bits in masks] for name in requests
-    }
+        reuse = self.reusable.get(bits_mask(bits), {})
+        free = self.free
+        return all(
+            sum(free[n][q] for n in bits) + reuse.get(name, 0) >= size
+            for q, (name, size) in enumerate(zip(self.names, sizes, strict=True))
+        )
+
+    def hint(self, bits: Sequence[int]) -> TopologyHint | None:
+        """The hint for one mask, or None when it does not fit (H6: preferred iff as narrow as H2's)."""
+        key = tuple(bits)
+        if key in self._hints:
+            return self._hints[key]
+        hint: TopologyHint | None = None
+        if bits and all(n in self.machine for n in bits) and self.fits(bits):
+            hint = TopologyHint(bits_mask(bits), len(bits) == self.min_affinity_size)
+        self._hints[key] = hint
+        return hint
+
+    def threshold(self, containing: int = 0) -> Threshold:
+        """Multi-node masks of unused nodes whose free memory holds every type (H1 follows: free <= allocatable)."""
+        return Threshold(bits_mask(self.unused), containing, {n: self.free[n] for n in self.unused}, self.sizes, 2)
+
+    def explicit(self) -> list[tuple[int, ...]]:
+        """Masks outside the threshold part: single nodes, existing groups, masks with reusable memory."""
+        masks: set[tuple[int, ...]] = {(n,) for n in self.node_ids}
+        masks |= {tuple(sorted(state.cells)) for state in self.machine.values() if len(state.cells) > 1}
+        masks |= {mask_bits(mask) for mask in self.reusable if mask}
+        return sorted(masks, key=lambda m: (len(m), m))
+
+
+def hint_family(
+    machine: Mapping[int, NUMANodeState],
+    requests: Mapping[str, int],
+    reusable: Mapping[int, Mapping[str, int]],
+) -> LayeredHints | None:
+    """The memory hints of one request as layers (see :mod:`enforcer.topology.hint_masks`); None if none fit."""
+    rules = _MemoryRules(machine, requests, reusable)
+    explicit = [bits for bits in rules.explicit() if rules.hint(bits) is not None]
+    unused = rules.unused
+    widest_threshold = tuple(sorted(unused))
+    positions = [rules.free[n] for n in unused]
+    threshold_min = min_cover_size(positions, rules.sizes, floor=2) if len(unused) >= 2 else None
+    sizes = [len(bits) for bits in explicit] + ([threshold_min] if threshold_min is not None else [])
+    if not sizes:
+        return None
+    always = explicit + ([widest_threshold] if threshold_min is not None else [])
+    slack = sum(smallest_weights_count((rules.free[n][q] for n in unused), size) for q, size in enumerate(rules.sizes))
+
+    def generate(max_size: int) -> list[TopologyHint]:
+        result: list[TopologyHint] = []
+        for bits in candidate_masks(rules.node_ids, max_size, always=always):
+            hint = rules.hint(bits)
+            if hint is not None:
+                result.append(hint)
+        return result
+
+    return LayeredHints(
+        numa_count=len(machine),
+        min_fit_size=min(sizes),
+        preferred_size=rules.min_affinity_size,
+        preferred_max=rules.min_affinity_size,
+        superset_slack=slack,
+        superset_floor=2,
+        threshold=rules.threshold() if threshold_min is not None else None,
+        explicit=tuple(bits_mask(bits) for bits in explicit),
+        hint_for=lambda mask: rules.hint(mask_bits(mask)),
+        generate=generate,
+    )
+
+
+def best_hint(
+    machine: Mapping[int, NUMANodeState],
+    requests: Mapping[str, int],
+    reusable: Mapping[int, Mapping[str, int]],
+    containing: int = 0,
+) -> TopologyHint | None:
+    """``findBestHint`` over the ``memory`` hints that contain ``containing`` (all of them for 0).
+
+    The same answer as :func:`find_best_hint` over the exhaustive list (preferred first, then the
+    narrowest, then the lowest mask), found size by size without listing the masks: the explicit masks
+    are checked one by one, the threshold part is scanned in ascending value.  Upstream decides on the
+    ``memory`` hints only (every type carries the same masks), so None without a ``memory`` request.
+    """
+    if MEMORY not in requests:
+        return None
+    rules = _MemoryRules(machine, requests, reusable)
+    explicit = [
+        bits_mask(bits)
+        for bits in rules.explicit()
+        if bits_mask(bits) & containing == containing and rules.hint(bits) is not None
+    ]
+    threshold = rules.threshold(containing)
+    unused = bits_mask(rules.unused)
+    threshold_min: int | None = None
+    if len(rules.unused) >= 2 and not containing & ~unused:
+        index = {n: i for i, n in enumerate(rules.unused)}
+        forced = sum(1 << index[n] for n in mask_bits(containing))
+        threshold_min = min_cover_size([rules.free[n] for n in rules.unused], rules.sizes, floor=2, forced=forced)
+
+    def lowest_of_size(size: int) -> int | None:
+        found = [m for m in explicit if m.bit_count() == size]
+        if threshold_min is not None and size >= threshold_min:
+            first = next(iter(ThresholdScan(threshold, size, 1)), None)
+            if first is not None:
+                found.append(first)
+        return min(found) if found else None
+
+    preferred = lowest_of_size(rules.min_affinity_size)
+    if preferred is not None:
+        return TopologyHint(preferred, True)
+    sizes = sorted({m.bit_count() for m in explicit} | ({threshold_min} if threshold_min is not None else set()))
+    for size in sizes:
+        mask = lowest_of_size(size)
+        if mask is not None:
+            return TopologyHint(mask, size == rules.min_affinity_size)
+    return None
 
 
 def is_narrower(a: int, b: int) -> bool:

@@ -255,8 +255,7 @@ class StaticMemoryPolicy:
         reusable = state.reusable.get(pod.uid, {})
         best = affinity if affinity is not None else TopologyHint(None, False)
         if best.mask is None:
-            hints = placement.calculate_hints(machine, wanted, reusable, self._topology.distances)
-            default = placement.find_best_hint(placement.hints_for_choice(hints)) if hints else None
+            default = placement.best_hint(machine, wanted, reusable)
             if default is None:
                 raise MemoryAllocationError(NO_DEFAULT_AFFINITY)
             if not default.preferred and best.preferred:
@@ -266,9 +265,7 @@ class StaticMemoryPolicy:
         if mask & ~bits_mask(machine):
             raise MemoryAllocationError(f"[memorymanager] the hint {best} names NUMA nodes this machine does not have")
         if not placement.affinity_satisfies(machine, mask, wanted):
-            hints = placement.calculate_hints(machine, wanted, reusable, self._topology.distances)
-            supersets = [h for h in placement.hints_for_choice(hints) if (h.mask or 0) & mask == mask]
-            extended = placement.find_best_hint(supersets)
+            extended = placement.best_hint(machine, wanted, reusable, containing=mask)
             if extended is None:
                 raise MemoryAllocationError(NO_EXTENSION)
             if not extended.preferred and best.preferred:

@@ -29,10 +29,13 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client.core import CounterMetricFamily
+from prometheus_client.registry import Collector
 
 from enforcer.counters import AllocationCounters
 from enforcer.service import wire
 from enforcer.service.admission_metrics import AdmissionCounts
+from enforcer.topology import hint_masks
 from enforcer.topology.machine import CPUTopology
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
@@ -84,6 +87,20 @@ def render_kubelet_counters(counters: AllocationCounters) -> str:
             )
             lines.append(f"{name}{{{labels}}} {float(value)}")
     return "\n".join(lines) + "\n"
+
+
+class _HintFallbacks(Collector):
+    """``numaguard_enforcer_topology_hint_fallbacks_total``: merges beyond the exact mask budget (process-wide)."""
+
+    def collect(self) -> Iterable[CounterMetricFamily]:
+        family = CounterMetricFamily(
+            "numaguard_enforcer_topology_hint_fallbacks",
+            "Topology Manager merges that needed more NUMA masks than the exact budget and used the named fallback "
+            "(see enforcer/topology/hint_masks.py).",
+            labels=["fallback"],
+        )
+        family.add_metric([hint_masks.FALLBACK_NAME], hint_masks.fallback_count())
+        yield family
 
 
 class EnforcerMetrics:
@@ -227,6 +244,7 @@ class EnforcerMetrics:
             ["reason"],
             registry=r,
         )
+        r.register(_HintFallbacks())
         self.state_problem = Gauge(
             "numaguard_enforcer_state_problem",
             "1 for the reason the durable state is unusable (CheckpointCorrupt, StateMismatch, ...).",

@@ -9,10 +9,11 @@ Kubelet shape (``topologymanager/scope_container.go``, ``scope_pod.go``, ``topol
   with KEP-5526 (pod-level resources and both gates on) each provider allocates the whole pod at once
   (``AllocatePod``), otherwise container by container with the pod's hint.
 
-A refused merge raises :class:`~enforcer.errors.TopologyAffinityError`; a provider refuses by raising its
-own :class:`~enforcer.errors.AdmissionRejected`. The ``none`` policy aligns nothing (no hint is stored),
-but the providers are still asked for hints, as the engine has always done: their hint gathering is where
-some KEP-5526 rules refuse a pod.
+A refused merge raises :class:`~enforcer.errors.TopologyAffinityError` (for a KEP-5526 pod in pod scope
+the kubelet's :class:`~enforcer.errors.PodLevelTopologyAffinityError`: same reason, its own message); a
+provider refuses by raising its own :class:`~enforcer.errors.AdmissionRejected`. The ``none`` policy aligns
+nothing (no hint is stored), but the providers are still asked for hints, as the engine has always done:
+their hint gathering is where some KEP-5526 rules refuse a pod.
 
 The manager holds no state: the providers it is given are bound to the working copy of their state for
 one admission (see :class:`HintProvider`), so a refused pod leaves no trace.
@@ -25,7 +26,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from enforcer.counters import AllocationCounters
-from enforcer.errors import TopologyAffinityError
+from enforcer.errors import PodLevelTopologyAffinityError, TopologyAffinityError
 from enforcer.topology import options
 from enforcer.topology.hints import ProviderHints, TopologyHint
 from enforcer.topology.policy import TopologyPolicy
@@ -83,8 +84,14 @@ class TopologyManager:
     def _admit_pod_scope(
         self, pod: PodResources, providers: Sequence[HintProvider], counters: AllocationCounters
     ) -> Affinities:
-        hint = self._merge([provider.get_pod_topology_hints(pod) for provider in providers])
-        if self._allocates_pod(pod):
+        allocates_pod = self._allocates_pod(pod)
+        try:
+            hint = self._merge([provider.get_pod_topology_hints(pod) for provider in providers])
+        except TopologyAffinityError:
+            if allocates_pod:  # admitUsingPodResources has its own message
+                raise PodLevelTopologyAffinityError(PodLevelTopologyAffinityError.POD_SCOPE) from None
+            raise
+        if allocates_pod:
             for provider in providers:
                 provider.allocate_pod(pod, hint, counters)
         else:

@@ -85,7 +85,7 @@ import math
 import operator
 from collections.abc import Sequence
 
-from enforcer.topology import bitmask, hints
+from enforcer.topology import bitmask, hint_masks, hints
 from enforcer.topology.numa_info import NUMAInfo
 
 # --- collecting hints (R2.1) ---------------------------------------------------------------------------------------
@@ -94,13 +94,13 @@ DONT_CARE = hints.TopologyHint(None, True)
 CANNOT_SATISFY = hints.TopologyHint(None, False)
 
 
-def filter_providers_hints(providers_hints: Sequence[hints.ProviderHints]) -> list[list[hints.TopologyHint]]:
+def filter_providers_hints(providers_hints: Sequence[hints.ProviderHints]) -> list[Sequence[hints.TopologyHint]]:
     """``filterProvidersHints``: one dimension per (provider, resource), nil vs empty kept apart.
 
     Resources are taken in the mapping's order (the kubelet ranges over a Go map,
     whose order is random; the merge result does not depend on it).
     """
-    dimensions: list[list[hints.TopologyHint]] = []
+    dimensions: list[Sequence[hints.TopologyHint]] = []
     for provider in providers_hints:
         if not provider:
             dimensions.append([DONT_CARE])
@@ -108,6 +108,8 @@ def filter_providers_hints(providers_hints: Sequence[hints.ProviderHints]) -> li
         for resource_hints in provider.values():
             if resource_hints is None:
                 dimensions.append([DONT_CARE])
+            elif isinstance(resource_hints, hint_masks.LayeredHints):
+                dimensions.append(resource_hints)  # never empty; materialized layer by layer when merged
             elif len(resource_hints) == 0:
                 dimensions.append([CANNOT_SATISFY])
             else:
@@ -306,7 +308,26 @@ class _Ranking:
 def merge_filtered_hints(
     numa_info: NUMAInfo, dimensions: Sequence[Sequence[hints.TopologyHint]], *, prefer_closest: bool
 ) -> hints.TopologyHint:
-    """``HintMerger.Merge`` over filtered dimensions: the kubelet's answer (see the module docstring)."""
+    """``HintMerger.Merge`` over filtered dimensions: the kubelet's answer (see the module docstring).
+
+    Dimensions given as :class:`~enforcer.topology.hint_masks.LayeredHints` are the kubelet's exhaustive
+    lists; only the layers that decide the answer are merged (proof in :mod:`enforcer.topology.hint_masks`).
+    """
+    if any(isinstance(d, hint_masks.LayeredHints) for d in dimensions):
+
+        def key(mask: int) -> tuple[int, int, int]:
+            return (mask.bit_count(), numa_info.distance_sum(mask) if prefer_closest else 0, mask)
+
+        def merge(lists: Sequence[Sequence[hints.TopologyHint]]) -> hints.TopologyHint:
+            return _merge_hint_lists(numa_info, lists, prefer_closest=prefer_closest)
+
+        return hint_masks.merge_layered(dimensions, merge, key, closest=prefer_closest)
+    return _merge_hint_lists(numa_info, dimensions, prefer_closest=prefer_closest)
+
+
+def _merge_hint_lists(
+    numa_info: NUMAInfo, dimensions: Sequence[Sequence[hints.TopologyHint]], *, prefer_closest: bool
+) -> hints.TopologyHint:
     universe = numa_info.default_affinity
     # only the distinct masks of a dimension matter, with or without their preferred flag
     offered = [{h.mask for h in dimension} for dimension in dimensions]

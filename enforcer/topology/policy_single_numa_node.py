@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import ClassVar
 
-from enforcer.topology import hints, merge, options
+from enforcer.topology import hint_masks, hints, merge, options
 from enforcer.topology.numa_info import NUMAInfo
 from enforcer.topology.policy import TopologyPolicy
 
@@ -20,7 +20,11 @@ from enforcer.topology.policy import TopologyPolicy
 def filter_single_numa_hints(dimensions: Sequence[Sequence[hints.TopologyHint]]) -> list[list[hints.TopologyHint]]:
     """``filterSingleNumaHints``: keep ``{nil, true}`` and ``{one node, true}``."""
     return [
-        [h for h in dimension if h.preferred and (h.mask is None or h.mask.bit_count() == 1)]
+        [
+            h
+            for h in (dimension.up_to(1) if isinstance(dimension, hint_masks.LayeredHints) else dimension)
+            if h.preferred and (h.mask is None or h.mask.bit_count() == 1)
+        ]
         for dimension in dimensions
     ]
 

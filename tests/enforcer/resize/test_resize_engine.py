@@ -154,20 +154,24 @@ def test_an_accepted_resize_retries_the_deferred_ones() -> None:
 
 
 @pytest.mark.parametrize(
-    ("fields", "message"),
+    ("fields", "resized", "message"),
     [
-        ({}, 'Resize is infeasible for Guaranteed Pods alongside CPU Manager policy "static"'),
+        ({}, single("db", "4"), 'Resize is infeasible for Guaranteed Pods alongside CPU Manager policy "static"'),
         (
             {"cpu_policy": "none", "reserved": "", "memory": True},
+            single("db", "2", "2Gi"),  # the memory request changes (a CPU-only change would be Accepted)
             'Resize is infeasible for Guaranteed Pods alongside Memory Manager policy "Static"',
         ),
     ],
 )
-def test_kubelet_compatibility_keeps_the_v1_36_answer(fields: dict[str, object], message: str) -> None:
+def test_kubelet_compatibility_keeps_the_v1_36_answer(
+    fields: dict[str, object], resized: PodResources, message: str
+) -> None:
+    """More cases (what the kubelet accepts) in test_resize_kubelet_parity.py."""
     node = engine(compatibility="kubelet", **fields)  # type: ignore[arg-type]
     admit_all(node, single("db", "2"))
     before = node.snapshot()
-    result = node.resize(single("db", "4"))
+    result = node.resize(resized)
     assert (result.status, result.reason, result.message) == ("Infeasible", "Infeasible", message)
     after = node.snapshot()
     for doc in (before, after):
