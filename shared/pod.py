@@ -36,12 +36,12 @@ from pydantic.alias_generators import to_camel
 from shared import defaults, quantity
 from shared.errors import PodModelError, QuantityError
 from shared.resources import (
-    CPU,
     ContainerKind,
     ContainerResources,
     PodResources,
     QOSClass,
     Resources,
+    quantity_to_int,
 )
 
 MIRROR_POD_ANNOTATION = "kubernetes.io/config.mirror"
@@ -289,7 +289,7 @@ class Pod(_APIModel):
             pod=_to_ints(stanza) if stanza is not None and pod_level_resources else None,
             qos_class=self.status.qos_class,
             priority=self.spec.priority or 0,
-            overhead={name: _to_int(name, q) for name, q in overhead.items()},
+            overhead={name: quantity_to_int(name, q) for name, q in overhead.items()},
         )
 
 
@@ -315,14 +315,12 @@ def _parse_stanza(resources: ResourceRequirements, path: str) -> defaults.Requir
     )
 
 
-def _to_int(name: str, q: quantity.Quantity) -> int:
-    return q.milli() if name == CPU else q.integer()
 
 
 def _to_ints(stanza: defaults.Requirements[quantity.Quantity]) -> Resources:
     return Resources(
-        requests={n: _to_int(n, q) for n, q in stanza.requests.items()},
-        limits={n: _to_int(n, q) for n, q in stanza.limits.items()},
+        requests={n: quantity_to_int(n, q) for n, q in stanza.requests.items()},
+        limits={n: quantity_to_int(n, q) for n, q in stanza.limits.items()},
     )
 
 

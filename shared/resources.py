@@ -56,10 +56,23 @@ def is_memory_resource(name: str) -> bool:
     return name == MEMORY or is_hugepages(name)
 
 
+# apimachinery's Quantity: "no quantity may represent a number greater than 2^63-1 in magnitude ... Numbers
+# larger or more precise will be capped" (k8s.io/apimachinery/pkg/api/resource/quantity.go); the kubelet reads
+# requests as int64 (Value, MilliValue).  Capping here keeps every integer the engine holds formattable as a
+# quantity the parser takes back (a "1e200" request once made a resize answer fail to serialise: a 500).
+INT64_MAX = (1 << 63) - 1
+INT64_MIN = -(1 << 63)
+
+
+def quantity_to_int(name: str, q: quantity.Quantity) -> int:
+    """A parsed quantity in the engine's integer unit for ``name`` (cpu: millicores), capped to int64."""
+    number = q.milli() if name == CPU else q.integer()
+    return max(INT64_MIN, min(INT64_MAX, number))
+
+
 def to_int(name: str, value: object, *, field: str | None = None) -> int:
-    """One quantity to the engine's integer unit for ``name``."""
-    q = quantity.parse(value, field=field)
-    return q.milli() if name == CPU else q.integer()
+    """One quantity to the engine's integer unit for ``name``, capped to int64 as the API server caps it."""
+    return quantity_to_int(name, quantity.parse(value, field=field))
 
 
 @dataclass(frozen=True, slots=True)

@@ -16,6 +16,7 @@ from enforcer.features import FeatureGates
 from shared import quantity
 from shared.cpuset import CPUSet
 from shared.errors import DomainError
+from shared.resources import quantity_to_int
 
 Compatibility = Literal["extended", "kubelet"]
 
@@ -103,7 +104,7 @@ def _resource_map(raw: object, path: str) -> dict[str, int]:
             raise ConfigError(str(err)) from None
         if q.value < 0:
             raise ConfigError(f"{path}.{name}: must not be negative")
-        out[str(name)] = q.milli() if name == "cpu" else q.integer()
+        out[str(name)] = quantity_to_int(str(name), q)
     return out
 
 
