@@ -83,16 +83,28 @@ class StaticMemoryPolicy:
 
     # -- state -------------------------------------------------------------------------
     def _build_default_machine_state(self) -> dict[int, NUMANodeState]:
-        """``getDefaultMachineState``: empty tables from capacity minus ``reservedMemory`` (R2.2, R2.3)."""
+        """``getDefaultMachineState``: empty tables from capacity minus ``reservedMemory`` (R2.2, R2.3).
+
+        Every node gets a table for every hugepages size of the machine, sized 0 where the node has
+        no pages of it.  The kubelet's tables come from cAdvisor, which lists each page size the kernel
+        offers on every node (``nodeN/hugepages/hugepages-*``, zero counts included), and its
+        ``calculateHints``, ``isAffinitySatisfyRequest`` and ``updateMachineState`` read the table of
+        every node of a mask without a nil check.  So a multi-node mask is fine for a size only some of
+        its nodes have (its free sum is what counts), and the block names a table on each of its
+        nodes, as ``validateState`` requires ("the memory assignment uses memory resource that does
+        not exist").  A topology document may leave a size out of a node; it reads as 0 here.
+        """
         machine: dict[int, NUMANodeState] = {}
+        hugepage_sizes = ordered_types(n for n in self._topology.memory_resources() if n.startswith(HUGEPAGES_PREFIX))
         for node_id in self._topology.numa_ids:
             capacity = self._topology.memory_capacity(node_id)
             reserved = self._reserved.get(node_id, {})
             tables: dict[str, MemoryTable] = {}
             hugepages_bytes = 0
-            for name in ordered_types(n for n in capacity if n.startswith(HUGEPAGES_PREFIX)):
-                tables[name] = self._empty_table(node_id, name, capacity[name], reserved.get(name, 0), 0)
-                hugepages_bytes += capacity[name]
+            for name in hugepage_sizes:
+                size = capacity.get(name, 0)
+                tables[name] = self._empty_table(node_id, name, size, reserved.get(name, 0), 0)
+                hugepages_bytes += size
             tables[MEMORY] = self._empty_table(
                 node_id, MEMORY, capacity.get(MEMORY, 0), reserved.get(MEMORY, 0), hugepages_bytes
             )
@@ -125,6 +137,7 @@ class StaticMemoryPolicy:
                 raise ConfigError(EMPTY_MACHINE_STATE)
             state.machine_state = {n: s.copy() for n, s in self._default_machine.items()}
             return
+        restore.add_zero_size_tables(state.machine_state, self._default_machine)
         expected = restore.expected_machine_state(
             self._default_machine, state, pod_entries_enabled=self._gates.pod_level_resource_managers
         )

@@ -12,9 +12,30 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 
 from enforcer.errors import ConfigError
-from enforcer.memorymanager.state import Block, MemoryState, NUMANodeState
+from enforcer.memorymanager.state import Block, MemoryState, NUMANodeState, ordered_types
 
 STATE_MISMATCH = "[memorymanager] the expected machine state is different from the real one"
+
+
+def add_zero_size_tables(machine: Mapping[int, NUMANodeState], default: Mapping[int, NUMANodeState]) -> None:
+    """Give each node of a stored state the zero-size tables of ``default`` it lacks.
+
+    Checkpoints written before the engine kept a table per hugepages size on every node (as the
+    kubelet does) have no table for a size a node has no pages of.  Such a table holds nothing
+    (total, reserved and free all 0), so adding it loses nothing; without it, the comparison of
+    table sets would refuse a state the kubelet's shape accepts.  Non-empty tables are never added.
+    """
+    for node_id, node in machine.items():
+        if node_id not in default:
+            continue  # validation refuses a node the machine does not have
+        empty = {
+            name: table.copy()
+            for name, table in default[node_id].memory_map.items()
+            if name not in node.memory_map and table.total == 0 and table.system_reserved == 0
+        }
+        if empty:
+            merged = {**node.memory_map, **empty}
+            node.memory_map = {name: merged[name] for name in ordered_types(merged)}
 
 
 def expected_machine_state(

@@ -307,8 +307,12 @@ class MemoryState:
             problems.append(
                 f"machine state has NUMA nodes {sorted(self.machine_state)}, the machine {list(topology.numa_ids)}"
             )
+        # the kubelet keeps a table per node for every type, sized 0 where the node has none
+        every_type = {name for node in self.machine_state.values() for name in node.memory_map}
         for node_id in sorted(self.machine_state):
             node = self.machine_state[node_id]
+            for name in ordered_types(every_type - set(node.memory_map)):
+                problems.append(f"node {node_id} has no {name} table (a node without it has one of size 0)")
             capacity = topology.memory_capacity(node_id)
             hugepages = sum(v for k, v in capacity.items() if k.startswith(HUGEPAGES_PREFIX))
             for name in ordered_types(node.memory_map):

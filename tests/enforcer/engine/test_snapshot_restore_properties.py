@@ -9,6 +9,8 @@ with an equal snapshot and no consistency problem.
 
 The regression case at the top is the first counter-example found (best-effort, pod scope, Static
 memory: a single-node block charged to a node of a multi-node group, kubernetes/kubernetes#113035).
+The hugepages case at the bottom is the second (CPU Manager none, Static memory: a hugepages block
+spanning a node with no pages of its size, which had no table for it; the kubelet keeps one sized 0).
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from enforcer.engine import builder
@@ -46,12 +48,18 @@ CPU_POLICIES = ("none", "static")
 
 
 # ------------------------------------------------------------------ machines and configurations
-def machine(numa: int, cores_per_numa: int, memory_gi: int, hugepages_mi: int) -> CPUTopology:
-    """A regular synthetic machine, with ``hugepages_mi`` of 2Mi hugepages per NUMA node when non-zero."""
+def machine(
+    numa: int, cores_per_numa: int, memory_gi: int, hugepages_mi: int, *, hugepages_on_every_node: bool = True
+) -> CPUTopology:
+    """A regular synthetic machine, with ``hugepages_mi`` of 2Mi hugepages per NUMA node when non-zero: on every
+    node, or on node 0 only (the other nodes' topology entries then do not name the size at all)."""
     base = synthetic.regular(numa, cores_per_numa=cores_per_numa, memory=memory_gi * GiB)
     if not hugepages_mi:
         return base
-    nodes = [NUMANode(n.id, {**n.memory, HUGEPAGES: hugepages_mi * MiB}) for n in base.numa_nodes]
+    nodes = [
+        NUMANode(n.id, {**n.memory, HUGEPAGES: hugepages_mi * MiB}) if hugepages_on_every_node or n.id == 0 else n
+        for n in base.numa_nodes
+    ]
     return CPUTopology(base.cpus, nodes, base.distances)
 
 
@@ -187,6 +195,7 @@ class Node:
     cores_per_numa: int
     memory_gi: int
     hugepages_mi: int
+    hugepages_on_every_node: bool
     plr: bool
     prefer_closest: bool
     compatibility: str
@@ -201,7 +210,14 @@ class Node:
             prefer_closest=self.prefer_closest,
             compatibility=self.compatibility,
         )
-        return builder.build(machine(self.numa, self.cores_per_numa, self.memory_gi, self.hugepages_mi), config)
+        topology = machine(
+            self.numa,
+            self.cores_per_numa,
+            self.memory_gi,
+            self.hugepages_mi,
+            hugepages_on_every_node=self.hugepages_on_every_node,
+        )
+        return builder.build(topology, config)
 
 
 nodes = st.builds(
@@ -210,6 +226,7 @@ nodes = st.builds(
     cores_per_numa=st.integers(min_value=2, max_value=4),
     memory_gi=st.sampled_from([4, 8, 32]),
     hugepages_mi=st.sampled_from([0, 0, 1024]),
+    hugepages_on_every_node=st.booleans(),
     plr=st.booleans(),
     prefer_closest=st.booleans(),
     compatibility=st.sampled_from(["extended", "extended", "kubelet"]),
@@ -273,10 +290,22 @@ def _resized(current: PodShape, drawn: PodShape) -> PodShape:
 
 COMBINATIONS = list(itertools.product(TOPOLOGY_POLICIES, SCOPES, MEMORY_POLICIES, CPU_POLICIES))
 
+# Hugepages on node 0 only, and a pod whose memory needs both nodes: its hugepages block spans node 1,
+# which has none (the differential test's counter-example; the short run's six draws rarely reach it).
+WIDE_HUGEPAGES = PodShape((Shape("app", 1000, 10 * 1024, hugepages_mi=512), Shape("init", 1000, 512, 64)))
+HUGEPAGES_ON_NODE_0 = Node(2, 2, 8, 1024, False, False, False, "extended")
+HUGEPAGES_SEQUENCE = [
+    Op("admit", "a", WIDE_HUGEPAGES, restart=True),
+    Op("admit", "b", PodShape((Shape("app", 2000, 512, hugepages_mi=64),)), restart=False),
+    Op("resize", "a", PodShape((Shape("app", 2000, 2048),)), restart=True),
+    Op("remove", "a", WIDE_HUGEPAGES, restart=False),
+]
+
 
 @pytest.mark.parametrize(("topology_policy", "scope", "memory_policy", "cpu_policy"), COMBINATIONS)
 @settings(max_examples=6)
 @given(node=nodes, sequence=st.lists(ops, min_size=3, max_size=10))
+@example(node=HUGEPAGES_ON_NODE_0, sequence=HUGEPAGES_SEQUENCE)
 def test_every_reached_state_restores_to_itself(
     topology_policy: str, scope: str, memory_policy: str, cpu_policy: str, node: Node, sequence: list[Op]
 ) -> None:
@@ -354,3 +383,21 @@ def test_the_kubelet_start_check_refuses_a_single_node_block_inside_a_group_in_s
     with pytest.raises(ConfigError, match=re.escape(STATE_MISMATCH)):
         policy.validate_state(met_the_other_way)
     assert any("blocks of different NUMA groups" in p for p in state.check(engine.topology))
+
+
+@pytest.mark.parametrize("topology_policy", ["none", "best-effort", "restricted"])
+def test_hugepages_from_one_node_under_a_memory_mask_spanning_a_node_without_them(topology_policy: str) -> None:
+    """CPU Manager ``none``, Memory Manager Static; 2Mi hugepages on node 0 only.  The pod's memory needs both
+    nodes, so its hugepages block names {0,1} as well (memory-manager.md H6) and is charged to node 0 (A6).
+    Node 1 has the kubelet's zero-size table for the size, so the state is consistent and restores."""
+    topology = machine(2, 2, 8, 1024, hugepages_on_every_node=False)
+    engine = builder.build(topology, kubelet_config(topology_policy, "container", "Static", "none"))
+    pod = PodShape((Shape("app", 1000, 10 * 1024, hugepages_mi=512),)).build("wide", hugepages=True)
+    assert engine.admit(pod).admitted
+    blocks = engine.state.memory.container_blocks("default/wide", "app-0")
+    assert blocks == [Block((0, 1), "memory", 10 * GiB), Block((0, 1), HUGEPAGES, 512 * MiB)]
+    node1 = engine.state.memory.machine_state[1].memory_map[HUGEPAGES]
+    assert (node1.total, node1.reserved, node1.free) == (0, 0, 0)
+    restored = restarted(engine)
+    assert restored.remove("default/wide").known
+    restarted(restored)
