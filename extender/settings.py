@@ -5,14 +5,14 @@ A setting that cannot work is a :class:`ConfigError` naming the field, raised be
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 from pydantic.alias_generators import to_camel
+
+from servicekit import config_file
 
 
 class ConfigError(Exception):
@@ -68,17 +68,9 @@ class ExtenderSettings(BaseModel):
 
 def _read_file(path: Path) -> dict[str, Any]:
     try:
-        text = path.read_text()
-    except OSError as err:
-        raise ConfigError(f"cannot read config file {path}: {err}") from None
-    try:
-        document = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
-    except (json.JSONDecodeError, yaml.YAMLError) as err:
-        raise ConfigError(f"config file {path} does not parse: {err}") from None
-    if document is None:
-        return {}
-    if not isinstance(document, dict):
-        raise ConfigError(f"config file {path} must hold a mapping, got {type(document).__name__}")
+        document = config_file.read_mapping(path)
+    except config_file.ConfigFileError as err:
+        raise ConfigError(str(err)) from None
     base = path.parent
     resolved: dict[str, Any] = {}
     for key, value in document.items():

@@ -12,16 +12,15 @@ or load certificates (``main`` does, from the paths given here).
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 from pydantic.alias_generators import to_camel
 
+from servicekit import config_file
 from shared import quantity
 from shared.errors import QuantityError
 from webhook import errors, plan
@@ -134,18 +133,9 @@ class WebhookSettings(BaseModel):
 
 def _read_file(path: Path) -> dict[str, Any]:
     try:
-        text = path.read_text()
-    except OSError as err:
-        raise errors.ConfigError(f"cannot read config file {path}: {err}") from None
-    try:
-        document = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
-    except (json.JSONDecodeError, yaml.YAMLError) as err:
-        raise errors.ConfigError(f"config file {path} does not parse: {err}") from None
-    if document is None:
-        return {}
-    if not isinstance(document, dict):
-        raise errors.ConfigError(f"config file {path} must hold a mapping, got {type(document).__name__}")
-    return {str(k): v for k, v in document.items()}
+        return config_file.read_mapping(path)
+    except config_file.ConfigFileError as err:
+        raise errors.ConfigError(str(err)) from None
 
 
 def _from_env(env: Mapping[str, str]) -> dict[str, Any]:

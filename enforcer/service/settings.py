@@ -26,7 +26,6 @@ not open sockets, read certificates or touch the state directory.
 
 from __future__ import annotations
 
-import json
 import os
 import socket
 from collections.abc import Mapping
@@ -40,6 +39,7 @@ from pydantic.alias_generators import to_camel
 from enforcer.engine import config as engine_config
 from enforcer.errors import ConfigError
 from enforcer.state import checkpoint
+from servicekit import config_file
 
 ENV_PREFIX = "NUMAGUARD_ENFORCER_"
 DEFAULT_LISTEN = "0.0.0.0:8443"
@@ -181,19 +181,11 @@ class EnforcerSettings(BaseModel):
 
 def _read_file(path: Path) -> dict[str, Any]:
     try:
-        text = path.read_text()
-    except OSError as err:
-        raise ConfigError(f"cannot read config file {path}: {err}") from None
-    try:
-        document = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
-    except (json.JSONDecodeError, yaml.YAMLError) as err:
-        raise ConfigError(f"config file {path} does not parse: {err}") from None
-    if document is None:
-        return {}
-    if not isinstance(document, dict):
-        raise ConfigError(f"config file {path} must hold a mapping, got {type(document).__name__}")
+        document = config_file.read_mapping(path)
+    except config_file.ConfigFileError as err:
+        raise ConfigError(str(err)) from None
     base = path.resolve().parent
-    values = _canonical_keys(_flatten_node_section({str(k): v for k, v in document.items()}))
+    values = _canonical_keys(_flatten_node_section(document))
     # relative paths in a file are relative to the file, wherever the enforcer is started from
     for name in _PATH_FIELDS:
         value = values.get(name)
