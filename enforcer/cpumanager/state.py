@@ -16,8 +16,8 @@ It mirrors the kubelet's ``cpumanager/state`` (``state_mem.go`` plus the V4 chec
 Policies mutate only the state object they are given; the engine copies it (:meth:`copy`) for
 transactional admission.  The per-pod maps of ``entries`` and ``originals`` are shared between a state
 and its copies and are copy-on-write: the methods below replace a pod's map, never change it in place,
-so change them only through those methods.  This module knows nothing about pods, hints or CPU selection, and does no
-file I/O (the checkpoint writer wraps :meth:`to_dict`).
+so change them only through those methods.  This module knows nothing about pods, hints or CPU
+selection, and does no file I/O (the checkpoint writer wraps :meth:`to_dict`).
 """
 
 from __future__ import annotations
