@@ -13,9 +13,11 @@ It mirrors the kubelet's ``cpumanager/state`` (``state_mem.go`` plus the V4 chec
   the pod being admitted).  Like the kubelet, it is never persisted: it is scratch for the pod that
   is being admitted and is left out of :meth:`CPUState.to_dict` and of equality.
 
-Policies mutate only the state object they are given; the engine deep-copies it (:meth:`copy`) for
-transactional admission.  This module knows nothing about pods, hints or CPU selection, and does no
-file I/O (the checkpoint writer wraps :meth:`to_dict`).
+Policies mutate only the state object they are given; the engine copies it (:meth:`copy`) for
+transactional admission.  The per-pod maps of ``entries`` and ``originals`` are shared between a state
+and its copies and are copy-on-write: the methods below replace a pod's map, never change it in place,
+so change them only through those methods.  This module knows nothing about pods, hints or CPU
+selection, and does no file I/O (the checkpoint writer wraps :meth:`to_dict`).
 """
 
 from __future__ import annotations
@@ -53,24 +55,17 @@ class CPUState:
         return self.default if cpus is None else cpus
 
     def set_container_cpus(self, pod_uid: str, container_name: str, cpus: CPUSet) -> None:
-        self.entries.setdefault(pod_uid, {})[container_name] = cpus
+        _put(self.entries, pod_uid, container_name, cpus)
 
     def delete_container(self, pod_uid: str, container_name: str) -> None:
         """``Delete``: drop the entry and its original; a pod with no entries left disappears."""
-        pod = self.entries.get(pod_uid)
-        if pod is not None:
-            pod.pop(container_name, None)
-            if not pod:
-                del self.entries[pod_uid]
-        originals = self.originals.get(pod_uid)
-        if originals is not None:
-            originals.pop(container_name, None)
-            if not originals:
-                del self.originals[pod_uid]
+        _drop(self.entries, pod_uid, container_name)
+        _drop(self.originals, pod_uid, container_name)
 
     def record_original(self, pod_uid: str, container_name: str, cpus: CPUSet) -> None:
         """Remember the first exclusive set only: later calls (restarts, resizes) keep the promise."""
-        self.originals.setdefault(pod_uid, {}).setdefault(container_name, cpus)
+        if self.original_cpus(pod_uid, container_name) is None:
+            _put(self.originals, pod_uid, container_name, cpus)
 
     def original_cpus(self, pod_uid: str, container_name: str) -> CPUSet | None:
         pod = self.originals.get(pod_uid)
@@ -113,13 +108,18 @@ class CPUState:
         return CPUSet.from_mask(mask)
 
     def copy(self) -> CPUState:
-        """A deep copy (cpusets are immutable, so copying the maps is enough)."""
+        """An independent copy at the cost of the outer maps' pointer copies.
+
+        Cpusets are immutable and the per-pod maps are copy-on-write (every write replaces the pod's
+        map, see :func:`_put`), so sharing those maps with the copy cannot let a change to one state
+        show in the other, and copying them one by one would cost per pod held on every decision.
+        """
         return CPUState(
             policy_name=self.policy_name,
             default=self.default,
-            entries={uid: dict(containers) for uid, containers in self.entries.items()},
+            entries=dict(self.entries),
             pod_entries=dict(self.pod_entries),
-            originals={uid: dict(containers) for uid, containers in self.originals.items()},
+            originals=dict(self.originals),
             reusable=dict(self.reusable),
         )
 
@@ -227,6 +227,23 @@ class CPUState:
         if known != expected:
             problems.append(f"default cpuset and assignments cover {known}, expected {expected}")
         return problems
+
+
+def _put(table: dict[str, dict[str, CPUSet]], pod_uid: str, container_name: str, cpus: CPUSet) -> None:
+    """Set one container's value as copy-on-write: the pod gets a new map, the old one may be shared."""
+    table[pod_uid] = {**table.get(pod_uid, {}), container_name: cpus}
+
+
+def _drop(table: dict[str, dict[str, CPUSet]], pod_uid: str, container_name: str) -> None:
+    """Drop one container's value as copy-on-write; a pod left without values leaves the table."""
+    containers = table.get(pod_uid)
+    if containers is None:
+        return
+    rest = {name: cpus for name, cpus in containers.items() if name != container_name}
+    if not rest:
+        del table[pod_uid]
+    elif len(rest) != len(containers):
+        table[pod_uid] = rest
 
 
 def _mapping(value: object, path: str) -> Mapping[str, Any]:

@@ -71,11 +71,34 @@ def _fmt(resource: str, value: int) -> str:
 
 
 def used_by(requests: Iterable[Mapping[str, int]]) -> dict[str, int]:
+    """The sum of ``requests`` from scratch (zero sums left out, as :func:`add_to` and :func:`take_from` do).
+
+    The engine keeps this sum as a running total (``EngineState.used``); this is the reference its
+    consistency check compares that total with, and what a restored state starts from."""
     total: dict[str, int] = {}
     for r in requests:
-        for name, value in r.items():
-            total[name] = total.get(name, 0) + value
+        add_to(total, r)
     return total
+
+
+def add_to(total: dict[str, int], requests: Mapping[str, int]) -> None:
+    """Add one pod's requests to a running total in place."""
+    for name, value in requests.items():
+        _put(total, name, total.get(name, 0) + value)
+
+
+def take_from(total: dict[str, int], requests: Mapping[str, int]) -> None:
+    """Take one pod's requests (added earlier with :func:`add_to`) off a running total in place."""
+    for name, value in requests.items():
+        _put(total, name, total.get(name, 0) - value)
+
+
+def _put(total: dict[str, int], name: str, value: int) -> None:
+    # a resource nobody requests any more leaves the map, so a running total and a fresh sum compare equal
+    if value:
+        total[name] = value
+    else:
+        total.pop(name, None)
 
 
 def shortfalls(

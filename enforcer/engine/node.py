@@ -104,6 +104,8 @@ class NodeEngine:
         self.topology_manager = topology_manager
         self.allocatable = fit.node_allocatable(topology, config)
         self.state = state or EngineState(cpu=cpu_policy.new_state(), memory=memory_policy.new_state())
+        if state is not None:
+            state.used = self._sum_requests(state.pods)  # derived: whoever built the state need not know it
 
     # ---------------------------------------------------------------- queries
     def _providers(self, work: EngineState) -> tuple[HintProvider, ...]:
@@ -134,7 +136,29 @@ class NodeEngine:
         return self.state.pending_resizes.get(uid) or self.state.infeasible_resizes.get(uid)
 
     def used_requests(self, *, excluding: str | None = None) -> dict[str, int]:
-        return fit.used_by(self.requests_of(r.pod) for uid, r in self.state.pods.items() if uid != excluding)
+        """What the admitted pods (but ``excluding``) request, from the state's running total: O(1) in pods held."""
+        used = dict(self.state.used)
+        record = None if excluding is None else self.state.pods.get(excluding)
+        if record is not None:
+            fit.take_from(used, self.requests_of(record.pod))
+        return used
+
+    def _put_record(self, work: EngineState, record: PodRecord) -> None:
+        """Add or replace a pod's record in ``work``, keeping its running total of requests."""
+        uid = record.pod.uid
+        old = work.pods.get(uid)
+        if old is not None:
+            fit.take_from(work.used, self.requests_of(old.pod))
+        fit.add_to(work.used, self.requests_of(record.pod))
+        work.pods[uid] = record
+
+    def _drop_record(self, work: EngineState, uid: str) -> None:
+        """Remove a pod's record from ``work``, keeping its running total of requests."""
+        fit.take_from(work.used, self.requests_of(work.pods.pop(uid).pod))
+
+    def _sum_requests(self, pods: dict[str, PodRecord]) -> dict[str, int]:
+        """The running total recomputed from scratch (restore, and the consistency check)."""
+        return fit.used_by(self.requests_of(r.pod) for r in pods.values())
 
     def default_cpus(self) -> CPUSet:
         return self.cpu_policy.default_cpus(self.state.cpu)
@@ -164,7 +188,7 @@ class NodeEngine:
             return Decision(False, err.reason, err.message, qos_class=pod_qos)
         work.counters.merge(attempt)
         work.sequence += 1
-        work.pods[pod.uid] = PodRecord(pod, contract.spec_hash(pod), hint, work.sequence)
+        self._put_record(work, PodRecord(pod, contract.spec_hash(pod), hint, work.sequence))
         self.state = work
         return Decision(True, view=self.view(pod.uid), qos_class=pod_qos)
 
@@ -194,7 +218,7 @@ class NodeEngine:
             return RemoveResult(False)
         work = self.state.copy()
         self._release(work, record.pod)
-        del work.pods[uid]
+        self._drop_record(work, uid)
         work.pending_resizes.pop(uid, None)
         work.infeasible_resizes.pop(uid, None)
         self.state = work
@@ -245,7 +269,7 @@ class NodeEngine:
         work.sequence += 1
         resized = PodRecord(desired, contract.spec_hash(desired), record.hint, record.sequence)
         resized.hint = self._widened_hint(work, resized)
-        work.pods[desired.uid] = resized
+        self._put_record(work, resized)
         self.state = work
         return "Accepted", None, None
 
@@ -421,6 +445,7 @@ class NodeEngine:
             infeasible_resizes=_pending_from_dict(doc.get("infeasibleResizes", {})),
             counters=AllocationCounters.from_dict(doc.get("counters", {})),
             sequence=int(doc.get("sequence", 0)),
+            used=self._sum_requests(pods),  # derived, never persisted
         )
 
     def check(self) -> list[str]:
@@ -428,6 +453,9 @@ class NodeEngine:
         problems: list[str] = []
         problems += [f"cpu: {p}" for p in self.state.cpu.check(self.topology)]
         problems += [f"memory: {p}" for p in self.state.memory.check(self.topology)]
+        recomputed = self._sum_requests(self.state.pods)
+        if self.state.used != recomputed:
+            problems.append(f"running total of requests {self.state.used} != {recomputed} summed over the pods")
         known = set(self.state.pods)
         for uid in self.cpu_policy.pod_uids(self.state.cpu):
             if uid not in known:

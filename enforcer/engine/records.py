@@ -2,6 +2,9 @@
 
 One :class:`EngineState` is the whole node; a decision works on :meth:`EngineState.copy` and the copy
 replaces the state only when the decision succeeded, so a refused pod or resize leaves no trace.
+
+A copy costs what one decision can change, not what the node holds (see :meth:`EngineState.copy`):
+per-pod values are shared between copies and replaced, never mutated, once they are in a state.
 """
 
 from __future__ import annotations
@@ -47,12 +50,29 @@ class EngineState:
     infeasible_resizes: dict[str, PendingResize] = field(default_factory=dict)
     counters: AllocationCounters = field(default_factory=AllocationCounters)
     sequence: int = 0
+    used: dict[str, int] = field(default_factory=dict)
+    """Derived, never persisted: the sum of every admitted pod's effective requests, kept as a running
+    total by ``NodeEngine`` on admit, release and resize (so a fit check does not sum every pod held),
+    rebuilt from the records on restore and compared with a fresh sum by ``NodeEngine.check``."""
 
     def copy(self) -> EngineState:
-        """The copy a decision works on: manager states and counters copied, pod and resize maps shallow.
+        """The copy a decision works on, costing what a decision can change rather than what the node holds.
 
-        The counters are copied map by map (their keys and values are immutable): ``copy.deepcopy`` of
-        them was half the cost of a copy, and every admission and release makes one.
+        Why copy at all: a decision runs the policies on the copy and the copy replaces the state only
+        when the whole pod (or resize) succeeded, so refusal is free and leaves no trace. An undo log
+        would need every policy mutation instrumented, and persistent maps would slow every lookup.
+        Instead the maps are copied one level deep: the outer maps (pod UID -> value) are shallow
+        ``dict`` copies, a pointer copy in C that is a few microseconds at hundreds of pods, while the
+        per-pod values are shared, which is safe because nothing mutates them in place:
+
+        - a ``PodRecord`` is replaced whenever its pod changes (persistence finds the pods a change
+          touched by record identity, so this is a rule it rests on, too); a ``PendingResize`` is
+          updated only on the committed state, never through a decision's copy;
+        - the managers' per-pod maps are copy-on-write (see :meth:`CPUState.copy` and
+          :meth:`MemoryState.copy`): a write builds the pod's new map and leaves the shared one alone.
+
+        The counters are copied map by map (their keys and values are immutable; their size does not
+        grow with pods held): ``copy.deepcopy`` of them was half the cost of a copy.
         """
         counters = self.counters
         return EngineState(
@@ -67,4 +87,5 @@ class EngineState:
                 assignments=Counter(counters.assignments),
             ),
             sequence=self.sequence,
+            used=dict(self.used),
         )

@@ -170,6 +170,11 @@ class MemoryState:
     is the kubelet policy's in-memory ``initContainersReusableMemory``; it lives
     here because the engine copies state for transactional admission, so a
     rejected pod must not leave reuse bookkeeping behind either.
+
+    The per-pod values of ``entries`` and ``pod_entries`` (container maps, block
+    lists) are shared between a state and its copies and are copy-on-write:
+    the methods below replace them and never change them in place, and the
+    readers hand out copies; change them only through those methods.
     """
 
     policy_name: str
@@ -180,11 +185,19 @@ class MemoryState:
 
     # -- copies and serialisation -------------------------------------------------
     def copy(self) -> MemoryState:
+        """An independent copy whose cost does not grow with the pods held.
+
+        The NUMA tables are copied (one per node and type: the policy updates them in place). The
+        per-pod entries are shared: they are copy-on-write (see the class docstring) and blocks are
+        immutable, so copying them one by one would only cost per pod held on every decision.
+        ``reusable`` is copied deeply because the policy updates it in place; it holds only the pod
+        being admitted (the policy drops every other pod's entry before using it).
+        """
         return MemoryState(
             policy_name=self.policy_name,
             machine_state={n: s.copy() for n, s in self.machine_state.items()},
-            entries={uid: {c: list(b) for c, b in ctrs.items()} for uid, ctrs in self.entries.items()},
-            pod_entries={uid: list(b) for uid, b in self.pod_entries.items()},
+            entries=dict(self.entries),
+            pod_entries=dict(self.pod_entries),
             reusable={uid: {m: dict(types) for m, types in masks.items()} for uid, masks in self.reusable.items()},
         )
 
@@ -246,16 +259,19 @@ class MemoryState:
         return None if blocks is None else list(blocks)
 
     def set_container_blocks(self, pod_uid: str, container_name: str, blocks: Iterable[Block]) -> None:
-        self.entries.setdefault(pod_uid, {})[container_name] = list(blocks)
+        # copy-on-write: the pod gets a new map, the old one may be shared with a copy of this state
+        self.entries[pod_uid] = {**self.entries.get(pod_uid, {}), container_name: list(blocks)}
 
     def delete_container(self, pod_uid: str, container_name: str) -> None:
-        """``Delete``: drop the entry, and the pod's map with its last container."""
+        """``Delete``: drop the entry, and the pod's map with its last container (copy-on-write)."""
         ctrs = self.entries.get(pod_uid)
         if ctrs is None:
             return
-        ctrs.pop(container_name, None)
-        if not ctrs:
+        rest = {name: blocks for name, blocks in ctrs.items() if name != container_name}
+        if not rest:
             del self.entries[pod_uid]
+        elif len(rest) != len(ctrs):
+            self.entries[pod_uid] = rest
 
     def pod_blocks(self, pod_uid: str) -> list[Block] | None:
         blocks = self.pod_entries.get(pod_uid)
