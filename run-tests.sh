@@ -5,7 +5,9 @@ set -euo pipefail
 cd "$(dirname "$0")"
 scripts/ensure-venv.sh
 scripts/install-test-deps.sh   # runc + busybox-static for tests/hook (as root, when missing)
-echo "== ruff";          .venv/bin/ruff check shared enforcer webhook extender servicekit numaguard_cli tests bench
+SOURCES=(shared enforcer webhook extender servicekit numaguard_cli tests bench conftest.py)
+echo "== ruff";          .venv/bin/ruff check "${SOURCES[@]}"
+echo "== ruff format";   .venv/bin/ruff format --check "${SOURCES[@]}"
 echo "== mypy --strict"; .venv/bin/mypy
 echo "== import-linter"; .venv/bin/lint-imports
 echo "== pytest";        exec .venv/bin/pytest "$@"

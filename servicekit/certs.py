@@ -205,9 +205,7 @@ def _leaf(
         )
         .add_extension(x509.ExtendedKeyUsage([usage]), critical=False)
         .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
-        .add_extension(
-            x509.AuthorityKeyIdentifier.from_issuer_public_key(ca.private_key.public_key()), critical=False
-        )
+        .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(ca.private_key.public_key()), critical=False)
     )
     if sans:
         builder = builder.add_extension(x509.SubjectAlternativeName(sans), critical=False)
@@ -241,9 +239,7 @@ def issue_client_certificate(
     """A TLS client certificate (clientAuth) whose CN is the caller's identity, as the enforcer checks it."""
     if not identity:
         raise CertificateError("a client certificate needs an identity (its common name)")
-    return _leaf(
-        ca, identity, usage=ExtendedKeyUsageOID.CLIENT_AUTH, dns_names=(), ip_addresses=(), validity=validity
-    )
+    return _leaf(ca, identity, usage=ExtendedKeyUsageOID.CLIENT_AUTH, dns_names=(), ip_addresses=(), validity=validity)
 
 
 def service_dns_names(service: str, namespace: str) -> tuple[str, ...]:

@@ -32,8 +32,18 @@ from typing import IO, Any
 REDACTED = "[REDACTED]"
 
 _SENSITIVE_EXACT = frozenset({"authorization", "proxy-authorization", "cookie", "set-cookie", "x-api-key"})
-_SENSITIVE_PARTS = ("token", "password", "passwd", "secret", "private_key", "privatekey", "api_key", "apikey",
-                    "credential", "bearer")
+_SENSITIVE_PARTS = (
+    "token",
+    "password",
+    "passwd",
+    "secret",
+    "private_key",
+    "privatekey",
+    "api_key",
+    "apikey",
+    "credential",
+    "bearer",
+)
 
 _PEM_PRIVATE_KEY = re.compile(
     r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY-----.*?(?:-----END (?:[A-Z0-9]+ )*PRIVATE KEY-----|$)", re.DOTALL
@@ -48,7 +58,17 @@ _KEY_VALUE = re.compile(
 # A word one of the patterns above needs (any case here: a superset of what each matches).  Text without any is
 # what the substitutions would leave unchanged, so it is returned as it is after a cheap scan instead of five.
 _CREDENTIAL_WORDS = (
-    "private key", "bearer", "basic", "authorization", "cookie", "eyj", "token", "passw", "secret", "apikey", "api_key",
+    "private key",
+    "bearer",
+    "basic",
+    "authorization",
+    "cookie",
+    "eyj",
+    "token",
+    "passw",
+    "secret",
+    "apikey",
+    "api_key",
 )
 # Beyond ASCII, ignoring case also folds letters such as U+017F (long s) and U+212A (Kelvin): the regex knows how.
 _CREDENTIAL_HINT = re.compile("(?i)" + "|".join(re.escape(word) for word in _CREDENTIAL_WORDS))

@@ -315,8 +315,6 @@ def _parse_stanza(resources: ResourceRequirements, path: str) -> defaults.Requir
     )
 
 
-
-
 def _to_ints(stanza: defaults.Requirements[quantity.Quantity]) -> Resources:
     return Resources(
         requests={n: quantity_to_int(n, q) for n, q in stanza.requests.items()},

@@ -51,6 +51,4 @@ def denied(
 
 
 def from_denial(uid: str, denial: errors.AdmissionDenied, *, warnings: Iterable[str] = ()) -> review.AdmissionResponse:
-    return denied(
-        uid, denial.message, reason=denial.reason, code=denial.code, warnings=(*warnings, *denial.warnings)
-    )
+    return denied(uid, denial.message, reason=denial.reason, code=denial.code, warnings=(*warnings, *denial.warnings))

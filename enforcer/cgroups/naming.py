@@ -120,9 +120,7 @@ def parse_cgroup_root(text: str, driver: CgroupDriverName) -> CgroupName:
     return tuple(part.replace("_", "-") for part in base.removesuffix(SYSTEMD_SLICE_SUFFIX).split("-"))
 
 
-def pod_cgroup_path(
-    qos: QOSClass, pod_uid: str, *, driver: CgroupDriverName, cgroup_root: CgroupName = ()
-) -> str:
+def pod_cgroup_path(qos: QOSClass, pod_uid: str, *, driver: CgroupDriverName, cgroup_root: CgroupName = ()) -> str:
     """The pod cgroup path: ``/kubepods/burstable/pod<uid>`` or its systemd form."""
     return to_path(pod_cgroup_name(qos, pod_uid, cgroup_root=cgroup_root), driver)
 

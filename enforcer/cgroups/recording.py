@@ -28,6 +28,7 @@ from shared.cpuset import EMPTY, CPUSet
 
 log = logging.getLogger(__name__)
 
+
 @dataclass(frozen=True, slots=True)
 class CgroupWrite:
     """One write as the driver received it (memory limits before page rounding)."""
@@ -204,7 +205,9 @@ class RecordingCgroupDriver:
             child_mask = child.cpus.mask if field_name == "cpus" else CPUSet(child.mems).mask
             if child_mask & ~mask:
                 raise errors.CgroupWriteError(
-                    f"{key}/{field_name}", value, f"EBUSY: child {child_key} would leave its parent (cgroup v1)",
+                    f"{key}/{field_name}",
+                    value,
+                    f"EBUSY: child {child_key} would leave its parent (cgroup v1)",
                     errno=errno.EBUSY,
                 )
 

@@ -65,9 +65,7 @@ def start(
 ) -> RunningNode:
     """Everything the API needs, running; raises ConfigError when the node cannot work as configured."""
     if settings.kubelet_config_check:
-        kubelet_check.check(
-            settings.kubelet_config_file, settings.node_config, cgroup_driver=settings.cgroup_driver
-        )
+        kubelet_check.check(settings.kubelet_config_file, settings.node_config, cgroup_driver=settings.cgroup_driver)
     topology = startup.load_topology(settings)
     startup.check_state_dir(settings.state_path.parent)
     store = journal.JournaledStore(settings.state_path)

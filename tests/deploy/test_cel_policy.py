@@ -295,92 +295,186 @@ FIXTURE_DENIALS = {"invalid-plr-aggregate": denies("v6"), "windows-plr": denies(
 
 CREATE_CASES = [
     *[CreateCase(f"fixture {n}", edit(n), FIXTURE_DENIALS.get(n, denies())) for n in FIXTURE_NAMES],
-    CreateCase("request above its limit",
-               edit("burstable-web", lambda d: app(d)["resources"]["requests"].update(cpu="2")), denies("v2")),
-    CreateCase("hugepages request differing from its limit",
-               edit("init-sidecar-hugepages", lambda d: merge_resources(app(d), "requests", {"hugepages-2Mi": "2Gi"})),
-               denies("v2", "v6")),
-    CreateCase("hugepages request without a limit",
-               edit("burstable-web", lambda d: app(d)["resources"]["requests"].update({"hugepages-2Mi": "4Mi"})),
-               denies("v2")),
-    CreateCase("extended resource request differing from its limit",
-               edit("burstable-web", lambda d: app(d).update(resources=res({"example.com/dev": "1"},
-                                                                               {"example.com/dev": "2"}))),
-               denies("v2")),
-    CreateCase("pod-level request above the pod-level limit",
-               edit("tightly-coupled-database", lambda d: d["spec"]["resources"]["requests"].update(cpu="9")),
-               denies("v2")),
-    CreateCase("ephemeral-storage and a device at pod level",
-               edit("tightly-coupled-database", lambda d: d["spec"]["resources"]["limits"].update(
-                   {"ephemeral-storage": "1Gi", "nvidia.com/gpu": "1"})),
-               denies("v4")),
-    CreateCase("a quota name at pod level", edit("ml-workload", lambda d: d["spec"]["resources"]["requests"].update(
-        {"requests.cpu": "1"})), denies("v4")),
-    CreateCase("names upstream calls invalid (V3), not unsupported",
-               edit("ml-workload", lambda d: d["spec"]["resources"]["requests"].update(
-                   {"foo_bar": "1", "Example.com/dev": "1", "a/b/c": "1", "x.io/" + "n" * 64: "1"})),
-               denies("v2")),  # requests of non-native names without a limit
-    CreateCase("claims at pod level",
-               edit("ml-workload", lambda d: d["spec"]["resources"].update(claims=[{"name": "gpu"}])), denies("v5")),
-    CreateCase("a regular init container larger than the pod request",
-               edit("ml-workload", lambda d: d["spec"]["initContainers"].append(
-                   regular_init("migrate", guaranteed("5", "1Gi")))),
-               denies("v6")),
-    CreateCase("a sidecar counts for init containers declared after it",
-               edit("ml-workload", lambda d: d["spec"].update(initContainers=[
-                   sidecar("mesh", guaranteed("1", "1Gi")), regular_init("warm", guaranteed("3500m", "1Gi"))])),
-               denies("v6")),
-    CreateCase("a sidecar does not count for init containers declared before it",
-               edit("ml-workload", lambda d: d["spec"].update(initContainers=[
-                   regular_init("warm", guaranteed("3500m", "1Gi")), sidecar("mesh", guaranteed("500m", "1Gi"))]))),
-    CreateCase("a zero pod-level request is not checked against the containers",
-               edit("invalid-plr-aggregate", lambda d: d["spec"].update(resources=res({"memory": "0"})))),
-    CreateCase("hugepages pod limit below the containers' hugepages limits",
-               edit("init-sidecar-hugepages",
-                    lambda d: merge_resources(d["spec"], "limits", {"hugepages-2Mi": "512Mi"})),
-               denies("v7", "v6", "v8")),
-    CreateCase("a container limit above the pod limit",
-               edit("tightly-coupled-database", lambda d: app(d)["resources"]["limits"].update(cpu="9")), denies("v8")),
-    CreateCase("a container with two limits above the pod's",
-               edit("tightly-coupled-database", lambda d: app(d)["resources"]["limits"].update(cpu="9", memory="20Gi")),
-               denies("v8")),
-    CreateCase("container limits may sum above the pod limit (V9)",
-               edit("tightly-coupled-database", lambda d: d["spec"]["containers"].append(
-                   {"name": "replica", "image": "db:v1", "resources": res({"cpu": "1"}, {"cpu": "6"})}))),
-    CreateCase("a Windows pod without pod-level resources",
-               edit("windows-plr", lambda d: d["spec"].pop("resources"))),
+    CreateCase(
+        "request above its limit",
+        edit("burstable-web", lambda d: app(d)["resources"]["requests"].update(cpu="2")),
+        denies("v2"),
+    ),
+    CreateCase(
+        "hugepages request differing from its limit",
+        edit("init-sidecar-hugepages", lambda d: merge_resources(app(d), "requests", {"hugepages-2Mi": "2Gi"})),
+        denies("v2", "v6"),
+    ),
+    CreateCase(
+        "hugepages request without a limit",
+        edit("burstable-web", lambda d: app(d)["resources"]["requests"].update({"hugepages-2Mi": "4Mi"})),
+        denies("v2"),
+    ),
+    CreateCase(
+        "extended resource request differing from its limit",
+        edit(
+            "burstable-web", lambda d: app(d).update(resources=res({"example.com/dev": "1"}, {"example.com/dev": "2"}))
+        ),
+        denies("v2"),
+    ),
+    CreateCase(
+        "pod-level request above the pod-level limit",
+        edit("tightly-coupled-database", lambda d: d["spec"]["resources"]["requests"].update(cpu="9")),
+        denies("v2"),
+    ),
+    CreateCase(
+        "ephemeral-storage and a device at pod level",
+        edit(
+            "tightly-coupled-database",
+            lambda d: d["spec"]["resources"]["limits"].update({"ephemeral-storage": "1Gi", "nvidia.com/gpu": "1"}),
+        ),
+        denies("v4"),
+    ),
+    CreateCase(
+        "a quota name at pod level",
+        edit("ml-workload", lambda d: d["spec"]["resources"]["requests"].update({"requests.cpu": "1"})),
+        denies("v4"),
+    ),
+    CreateCase(
+        "names upstream calls invalid (V3), not unsupported",
+        edit(
+            "ml-workload",
+            lambda d: d["spec"]["resources"]["requests"].update(
+                {"foo_bar": "1", "Example.com/dev": "1", "a/b/c": "1", "x.io/" + "n" * 64: "1"}
+            ),
+        ),
+        denies("v2"),
+    ),  # requests of non-native names without a limit
+    CreateCase(
+        "claims at pod level",
+        edit("ml-workload", lambda d: d["spec"]["resources"].update(claims=[{"name": "gpu"}])),
+        denies("v5"),
+    ),
+    CreateCase(
+        "a regular init container larger than the pod request",
+        edit(
+            "ml-workload", lambda d: d["spec"]["initContainers"].append(regular_init("migrate", guaranteed("5", "1Gi")))
+        ),
+        denies("v6"),
+    ),
+    CreateCase(
+        "a sidecar counts for init containers declared after it",
+        edit(
+            "ml-workload",
+            lambda d: d["spec"].update(
+                initContainers=[
+                    sidecar("mesh", guaranteed("1", "1Gi")),
+                    regular_init("warm", guaranteed("3500m", "1Gi")),
+                ]
+            ),
+        ),
+        denies("v6"),
+    ),
+    CreateCase(
+        "a sidecar does not count for init containers declared before it",
+        edit(
+            "ml-workload",
+            lambda d: d["spec"].update(
+                initContainers=[
+                    regular_init("warm", guaranteed("3500m", "1Gi")),
+                    sidecar("mesh", guaranteed("500m", "1Gi")),
+                ]
+            ),
+        ),
+    ),
+    CreateCase(
+        "a zero pod-level request is not checked against the containers",
+        edit("invalid-plr-aggregate", lambda d: d["spec"].update(resources=res({"memory": "0"}))),
+    ),
+    CreateCase(
+        "hugepages pod limit below the containers' hugepages limits",
+        edit("init-sidecar-hugepages", lambda d: merge_resources(d["spec"], "limits", {"hugepages-2Mi": "512Mi"})),
+        denies("v7", "v6", "v8"),
+    ),
+    CreateCase(
+        "a container limit above the pod limit",
+        edit("tightly-coupled-database", lambda d: app(d)["resources"]["limits"].update(cpu="9")),
+        denies("v8"),
+    ),
+    CreateCase(
+        "a container with two limits above the pod's",
+        edit("tightly-coupled-database", lambda d: app(d)["resources"]["limits"].update(cpu="9", memory="20Gi")),
+        denies("v8"),
+    ),
+    CreateCase(
+        "container limits may sum above the pod limit (V9)",
+        edit(
+            "tightly-coupled-database",
+            lambda d: d["spec"]["containers"].append(
+                {"name": "replica", "image": "db:v1", "resources": res({"cpu": "1"}, {"cpu": "6"})}
+            ),
+        ),
+    ),
+    CreateCase("a Windows pod without pod-level resources", edit("windows-plr", lambda d: d["spec"].pop("resources"))),
     CreateCase("seed 1 asking for pod-level alignment", edit("tightly-coupled-database", labelled)),
     CreateCase("seed 2 asking for pod-level alignment", edit("ml-workload", labelled)),
-    CreateCase("init container, sidecar and hugepages asking for pod-level alignment",
-               edit("init-sidecar-hugepages", labelled)),
+    CreateCase(
+        "init container, sidecar and hugepages asking for pod-level alignment", edit("init-sidecar-hugepages", labelled)
+    ),
     CreateCase("a Burstable pod asking for pod-level alignment", edit("burstable-web", labelled), denies("alignment")),
-    CreateCase("a pod without pod-level resources asking for alignment",
-               edit("generate-name-train", labelled), denies("alignment")),
+    CreateCase(
+        "a pod without pod-level resources asking for alignment",
+        edit("generate-name-train", labelled),
+        denies("alignment"),
+    ),
     CreateCase("another label value asks for nothing", edit("burstable-web", lambda d: labelled(d, "preferred"))),
-    CreateCase("a fractional CPU budget", edit("tightly-coupled-database", lambda d: labelled(d)["spec"].update(
-        resources=guaranteed("7500m", "16Gi"))), denies("alignment")),
-    CreateCase("exclusive CPUs take the whole budget while sidecars share",
-               edit("tightly-coupled-database", lambda d: app(labelled(d)).update(resources=guaranteed("8", "12Gi"))),
-               denies("cpuPool")),
-    CreateCase("exclusive memory takes the whole budget while sidecars share",
-               edit("tightly-coupled-database", lambda d: app(labelled(d)).update(resources=guaranteed("6", "16Gi"))),
-               denies("memoryPool")),
-    CreateCase("no shared container: leftover budget is legal (V6 of §5)",
-               edit("ml-workload", lambda d: labelled(d)["spec"].pop("initContainers"))),
-    CreateCase("an exclusive init container larger than what earlier sidecars leave",
-               edit("tightly-coupled-database", lambda d: labelled(d)["spec"].update(initContainers=[
-                   sidecar("pinned", guaranteed("2", "1Gi")), regular_init("migrate", guaranteed("7", "2Gi"))])),
-               denies("cpuPool", "v6")),  # §5 V1 implies V6: the init container plus earlier sidecars exceed the pod
-    CreateCase("a shared init container after sidecars took the whole budget",
-               edit("tightly-coupled-database", lambda d: labelled(d)["spec"].update(initContainers=[
-                   sidecar("pinned", guaranteed("8", "16Gi")), regular_init("migrate")])),
-               denies("cpuPool", "memoryPool", "v6")),
-    CreateCase("a fractional Guaranteed container shares CPUs but owns memory",
-               edit("tightly-coupled-database",
-                    lambda d: app(labelled(d)).update(resources=guaranteed("7500m", "16Gi"))),
-               denies("memoryPool")),
-    CreateCase("hugepages budget taken whole by an exclusive container",
-               edit("init-sidecar-hugepages", hugepages_budget_taken_whole), denies("memoryPool")),
+    CreateCase(
+        "a fractional CPU budget",
+        edit("tightly-coupled-database", lambda d: labelled(d)["spec"].update(resources=guaranteed("7500m", "16Gi"))),
+        denies("alignment"),
+    ),
+    CreateCase(
+        "exclusive CPUs take the whole budget while sidecars share",
+        edit("tightly-coupled-database", lambda d: app(labelled(d)).update(resources=guaranteed("8", "12Gi"))),
+        denies("cpuPool"),
+    ),
+    CreateCase(
+        "exclusive memory takes the whole budget while sidecars share",
+        edit("tightly-coupled-database", lambda d: app(labelled(d)).update(resources=guaranteed("6", "16Gi"))),
+        denies("memoryPool"),
+    ),
+    CreateCase(
+        "no shared container: leftover budget is legal (V6 of §5)",
+        edit("ml-workload", lambda d: labelled(d)["spec"].pop("initContainers")),
+    ),
+    CreateCase(
+        "an exclusive init container larger than what earlier sidecars leave",
+        edit(
+            "tightly-coupled-database",
+            lambda d: labelled(d)["spec"].update(
+                initContainers=[
+                    sidecar("pinned", guaranteed("2", "1Gi")),
+                    regular_init("migrate", guaranteed("7", "2Gi")),
+                ]
+            ),
+        ),
+        denies("cpuPool", "v6"),
+    ),  # §5 V1 implies V6: the init container plus earlier sidecars exceed the pod
+    CreateCase(
+        "a shared init container after sidecars took the whole budget",
+        edit(
+            "tightly-coupled-database",
+            lambda d: labelled(d)["spec"].update(
+                initContainers=[sidecar("pinned", guaranteed("8", "16Gi")), regular_init("migrate")]
+            ),
+        ),
+        denies("cpuPool", "memoryPool", "v6"),
+    ),
+    CreateCase(
+        "a fractional Guaranteed container shares CPUs but owns memory",
+        edit("tightly-coupled-database", lambda d: app(labelled(d)).update(resources=guaranteed("7500m", "16Gi"))),
+        denies("memoryPool"),
+    ),
+    CreateCase(
+        "hugepages budget taken whole by an exclusive container",
+        edit("init-sidecar-hugepages", hugepages_budget_taken_whole),
+        denies("memoryPool"),
+    ),
 ]
 
 
@@ -410,51 +504,122 @@ def set_resources(doc: Pod, resources: dict[str, Any], index: int = 0) -> None:
 
 
 RESIZE_CASES = [
-    ResizeCase("raise a Burstable cpu request", "burstable-web",
-               lambda d: app(d)["resources"]["requests"].update(cpu="800m")),
-    ResizeCase("remove a memory limit", "burstable-web", lambda d: app(d)["resources"]["limits"].pop("memory"),
-               denies("l3")),
-    ResizeCase("make a Burstable pod Guaranteed", "burstable-web",
-               lambda d: set_resources(d, guaranteed("1", "512Mi")), denies("l2")),
-    ResizeCase("give a BestEffort pod requests", "besteffort-batch",
-               lambda d: set_resources(d, res({"cpu": "100m"})), denies("l2")),
-    ResizeCase("add ephemeral-storage", "burstable-web",
-               lambda d: app(d)["resources"]["requests"].update({"ephemeral-storage": "1Gi"}), denies("l4")),
-    ResizeCase("change the resize policy", "burstable-web",
-               lambda d: app(d)["resizePolicy"][1].update(restartPolicy="NotRequired"), denies("l4")),
+    ResizeCase(
+        "raise a Burstable cpu request", "burstable-web", lambda d: app(d)["resources"]["requests"].update(cpu="800m")
+    ),
+    ResizeCase(
+        "remove a memory limit", "burstable-web", lambda d: app(d)["resources"]["limits"].pop("memory"), denies("l3")
+    ),
+    ResizeCase(
+        "make a Burstable pod Guaranteed",
+        "burstable-web",
+        lambda d: set_resources(d, guaranteed("1", "512Mi")),
+        denies("l2"),
+    ),
+    ResizeCase(
+        "give a BestEffort pod requests",
+        "besteffort-batch",
+        lambda d: set_resources(d, res({"cpu": "100m"})),
+        denies("l2"),
+    ),
+    ResizeCase(
+        "add ephemeral-storage",
+        "burstable-web",
+        lambda d: app(d)["resources"]["requests"].update({"ephemeral-storage": "1Gi"}),
+        denies("l4"),
+    ),
+    ResizeCase(
+        "change the resize policy",
+        "burstable-web",
+        lambda d: app(d)["resizePolicy"][1].update(restartPolicy="NotRequired"),
+        denies("l4"),
+    ),
     ResizeCase("rename a container", "burstable-web", lambda d: app(d).update(name="web2"), denies("l6")),
-    ResizeCase("add a container", "burstable-web",
-               lambda d: d["spec"]["containers"].append({"name": "extra", "image": "x"}), denies("l6")),
-    ResizeCase("resize a regular init container", "init-sidecar-hugepages",
-               lambda d: init(d, 0).update(resources=guaranteed("3", "1Gi")), denies("l5")),
-    ResizeCase("remove a regular init container's memory: L5, not L3", "init-sidecar-hugepages",
-               lambda d: [init(d, 0)["resources"][part].pop("memory") for part in ("requests", "limits")],
-               denies("l5")),
-    ResizeCase("resize a sidecar's cpu", "init-sidecar-hugepages",
-               lambda d: init(d, 1).update(resources=guaranteed("500m", "256Mi"))),
-    ResizeCase("give a sidecar ephemeral storage", "init-sidecar-hugepages",
-               lambda d: init(d, 1)["resources"]["limits"].update({"ephemeral-storage": "1Gi"}), denies("l4")),
-    ResizeCase("raise the pod-level cpu", "init-sidecar-hugepages",
-               lambda d: d["spec"].update(resources=guaranteed("5", "4Gi"))),
-    ResizeCase("change pod-level hugepages", "init-sidecar-hugepages",
-               lambda d: d["spec"]["resources"]["limits"].update({"hugepages-2Mi": "2Gi"}), denies("l11", "v2")),
-    ResizeCase("remove a pod-level limit", "tightly-coupled-database",
-               lambda d: d["spec"]["resources"]["limits"].pop("memory"), denies("l2", "l3")),
-    ResizeCase("resize a Guaranteed container keeping requests equal to limits", "tightly-coupled-database",
-               lambda d: set_resources(d, guaranteed("7", "12Gi"))),
-    ResizeCase("raise only a Guaranteed container's request", "tightly-coupled-database",
-               lambda d: app(d)["resources"]["requests"].update(cpu="7"), denies("v2")),
-    ResizeCase("shrink a Guaranteed container-level pod's request", "generate-name-train",
-               lambda d: set_resources(d, res({"cpu": "1", "memory": "4Gi"}, {"cpu": "2", "memory": "4Gi"})),
-               denies("l2")),
-    ResizeCase("a static pod", "burstable-web", lambda d: app(d)["resources"]["limits"].update(cpu="3"),
-               denies("l7"), old_change=lambda d: d["metadata"].update(annotations={MIRROR: "x"})),
-    ResizeCase("a Windows pod", "windows-plr", lambda d: merge_resources(d["spec"], "limits", {"cpu": "3"}),
-               denies("l7")),
-    ResizeCase("a node that does not report container resources", "burstable-web", unchanged, denies("l8"),
-               old_change=lambda d: d["status"]["containerStatuses"][0].pop("resources")),
-    ResizeCase("an aggregate above the pod request after a resize", "invalid-plr-aggregate",
-               lambda d: d["spec"]["resources"].update(requests={"memory": "130Gi"}, limits={"memory": "130Gi"})),
+    ResizeCase(
+        "add a container",
+        "burstable-web",
+        lambda d: d["spec"]["containers"].append({"name": "extra", "image": "x"}),
+        denies("l6"),
+    ),
+    ResizeCase(
+        "resize a regular init container",
+        "init-sidecar-hugepages",
+        lambda d: init(d, 0).update(resources=guaranteed("3", "1Gi")),
+        denies("l5"),
+    ),
+    ResizeCase(
+        "remove a regular init container's memory: L5, not L3",
+        "init-sidecar-hugepages",
+        lambda d: [init(d, 0)["resources"][part].pop("memory") for part in ("requests", "limits")],
+        denies("l5"),
+    ),
+    ResizeCase(
+        "resize a sidecar's cpu",
+        "init-sidecar-hugepages",
+        lambda d: init(d, 1).update(resources=guaranteed("500m", "256Mi")),
+    ),
+    ResizeCase(
+        "give a sidecar ephemeral storage",
+        "init-sidecar-hugepages",
+        lambda d: init(d, 1)["resources"]["limits"].update({"ephemeral-storage": "1Gi"}),
+        denies("l4"),
+    ),
+    ResizeCase(
+        "raise the pod-level cpu",
+        "init-sidecar-hugepages",
+        lambda d: d["spec"].update(resources=guaranteed("5", "4Gi")),
+    ),
+    ResizeCase(
+        "change pod-level hugepages",
+        "init-sidecar-hugepages",
+        lambda d: d["spec"]["resources"]["limits"].update({"hugepages-2Mi": "2Gi"}),
+        denies("l11", "v2"),
+    ),
+    ResizeCase(
+        "remove a pod-level limit",
+        "tightly-coupled-database",
+        lambda d: d["spec"]["resources"]["limits"].pop("memory"),
+        denies("l2", "l3"),
+    ),
+    ResizeCase(
+        "resize a Guaranteed container keeping requests equal to limits",
+        "tightly-coupled-database",
+        lambda d: set_resources(d, guaranteed("7", "12Gi")),
+    ),
+    ResizeCase(
+        "raise only a Guaranteed container's request",
+        "tightly-coupled-database",
+        lambda d: app(d)["resources"]["requests"].update(cpu="7"),
+        denies("v2"),
+    ),
+    ResizeCase(
+        "shrink a Guaranteed container-level pod's request",
+        "generate-name-train",
+        lambda d: set_resources(d, res({"cpu": "1", "memory": "4Gi"}, {"cpu": "2", "memory": "4Gi"})),
+        denies("l2"),
+    ),
+    ResizeCase(
+        "a static pod",
+        "burstable-web",
+        lambda d: app(d)["resources"]["limits"].update(cpu="3"),
+        denies("l7"),
+        old_change=lambda d: d["metadata"].update(annotations={MIRROR: "x"}),
+    ),
+    ResizeCase(
+        "a Windows pod", "windows-plr", lambda d: merge_resources(d["spec"], "limits", {"cpu": "3"}), denies("l7")
+    ),
+    ResizeCase(
+        "a node that does not report container resources",
+        "burstable-web",
+        unchanged,
+        denies("l8"),
+        old_change=lambda d: d["status"]["containerStatuses"][0].pop("resources"),
+    ),
+    ResizeCase(
+        "an aggregate above the pod request after a resize",
+        "invalid-plr-aggregate",
+        lambda d: d["spec"]["resources"].update(requests={"memory": "130Gi"}, limits={"memory": "130Gi"}),
+    ),
 ]
 
 
@@ -472,8 +637,9 @@ def test_every_claimed_rule_denies_some_table_case() -> None:
 
 
 def test_denial_message_names_the_field_path_and_the_rule() -> None:
-    evaluation, _ = judge_create(edit("tightly-coupled-database", lambda d: app(d)["resources"]["limits"].update(
-        cpu="9"))())
+    evaluation, _ = judge_create(
+        edit("tightly-coupled-database", lambda d: app(d)["resources"]["limits"].update(cpu="9"))()
+    )
     [denial] = evaluation.denials
     assert denial.reason == "Invalid"
     assert denial.message == (
@@ -519,12 +685,18 @@ def container_resources() -> st.SearchStrategy[dict[str, Any]]:
 @st.composite
 def pods(draw: st.DrawFn) -> Pod:
     inits = [
-        {"name": f"init-{i}", "image": "x", "resources": draw(container_resources()),
-         **({"restartPolicy": "Always"} if draw(st.booleans()) else {})}
+        {
+            "name": f"init-{i}",
+            "image": "x",
+            "resources": draw(container_resources()),
+            **({"restartPolicy": "Always"} if draw(st.booleans()) else {}),
+        }
         for i in range(draw(st.integers(0, 2)))
     ]
-    apps = [{"name": f"app-{i}", "image": "x", "resources": draw(container_resources())}
-            for i in range(draw(st.integers(1, 3)))]
+    apps = [
+        {"name": f"app-{i}", "image": "x", "resources": draw(container_resources())}
+        for i in range(draw(st.integers(1, 3)))
+    ]
     spec: dict[str, Any] = {"containers": apps}
     if inits:
         spec["initContainers"] = inits
@@ -532,8 +704,9 @@ def pods(draw: st.DrawFn) -> Pod:
     if shape == "random":
         spec["resources"] = draw(resources(POD_NAMES))
     elif shape == "guaranteed":
-        spec["resources"] = guaranteed(draw(st.sampled_from(["2", "4", "6", "7500m"])),
-                                       draw(st.sampled_from(["4Gi", "8Gi"])))
+        spec["resources"] = guaranteed(
+            draw(st.sampled_from(["2", "4", "6", "7500m"])), draw(st.sampled_from(["4Gi", "8Gi"]))
+        )
     if draw(st.integers(0, 9)) == 0:
         spec["os"] = {"name": "windows"}
     metadata: dict[str, Any] = {"name": "generated", "namespace": "default"}
@@ -557,9 +730,18 @@ def resizes(draw: st.DrawFn) -> tuple[Pod, Callable[[Pod], None]]:
     old = draw(pods())
     old["metadata"].pop("labels", None)
     old["spec"].pop("os", None)
-    edits = draw(st.lists(st.tuples(st.integers(0, 5), st.sampled_from(["cpu", "memory", "hugepages-2Mi"]),
-                                    st.sampled_from(["requests", "limits"]),
-                                    st.sampled_from(["set", "remove"]), st.integers(0, 6)), max_size=3))
+    edits = draw(
+        st.lists(
+            st.tuples(
+                st.integers(0, 5),
+                st.sampled_from(["cpu", "memory", "hugepages-2Mi"]),
+                st.sampled_from(["requests", "limits"]),
+                st.sampled_from(["set", "remove"]),
+                st.integers(0, 6),
+            ),
+            max_size=3,
+        )
+    )
 
     def change(doc: Pod) -> None:
         stanzas = [c["resources"] for c in doc["spec"].get("initContainers", []) + doc["spec"]["containers"]]
@@ -595,8 +777,12 @@ def test_binding_denies_with_the_policy() -> None:
 
 def test_policy_matches_pod_creation_and_resize_only() -> None:
     [policy] = policy_documents()
-    rules = {(op, r) for rule in policy["spec"]["matchConstraints"]["resourceRules"]
-             for op in rule["operations"] for r in rule["resources"]}
+    rules = {
+        (op, r)
+        for rule in policy["spec"]["matchConstraints"]["resourceRules"]
+        for op in rule["operations"]
+        for r in rule["resources"]
+    }
     assert rules == {("CREATE", "pods"), ("UPDATE", "pods/resize")}
 
 

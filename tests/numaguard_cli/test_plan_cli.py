@@ -33,8 +33,7 @@ def test_plan_table_output_names_each_container(capsys: pytest.CaptureFixture[st
         ("node: {topology: {cpus: []}}\nsteps: []\n", "topology.cpus"),
         ("node: {topologyFile: missing.json}\nsteps: []\n", "node.topologyFile"),
         (
-            "node: {topologyFile: " + TOPOLOGY + ", kubelet: {cpuManagerPolicy: x}}\n"
-            "steps: []\n",
+            "node: {topologyFile: " + TOPOLOGY + ", kubelet: {cpuManagerPolicy: x}}\nsteps: []\n",
             "node",
         ),
         (

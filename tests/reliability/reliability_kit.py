@@ -227,9 +227,7 @@ class ServiceProcess:
 def _child_env() -> dict[str, str]:
     """The test's environment without settings that would change the services (no cluster, no overrides)."""
     return {
-        key: value
-        for key, value in os.environ.items()
-        if not key.startswith(("NUMAGUARD_", "WEBHOOK_", "KUBERNETES_"))
+        key: value for key, value in os.environ.items() if not key.startswith(("NUMAGUARD_", "WEBHOOK_", "KUBERNETES_"))
     }
 
 
@@ -401,9 +399,7 @@ def burstable_pod(name: str, cpu_millis: int, *, uid: str | None = None) -> dict
     return _one_container_pod(name, requests_, limits, uid)
 
 
-def _one_container_pod(
-    name: str, requests_: dict[str, str], limits: dict[str, str], uid: str | None
-) -> dict[str, Any]:
+def _one_container_pod(name: str, requests_: dict[str, str], limits: dict[str, str], uid: str | None) -> dict[str, Any]:
     resize_policy = [
         {"resourceName": "cpu", "restartPolicy": "NotRequired"},
         {"resourceName": "memory", "restartPolicy": "NotRequired"},
@@ -466,9 +462,7 @@ def cpus_assigned_twice(allocations: Sequence[Mapping[str, Any]]) -> dict[int, l
     for allocation in allocations:
         for cpu in exclusive_cpus(allocation):
             holders.setdefault(cpu, []).append(allocation["uid"])
-    return {
-        cpu: uids for cpu, uids in holders.items() if len(uids) > 1 or cpu in RESERVED_CPUS
-    }
+    return {cpu: uids for cpu, uids in holders.items() if len(uids) > 1 or cpu in RESERVED_CPUS}
 
 
 # -- a cgroup v2 fixture tree ---------------------------------------------------------------------------

@@ -30,9 +30,7 @@ async def peer_echo_app(scope: dict[str, Any], receive: Any, send: Any) -> None:
             elif message["type"] == "lifespan.shutdown":
                 await send({"type": "lifespan.shutdown.complete"})
                 return
-    body = json.dumps(
-        {"peer": tls.peer_certificate(scope), "tls": scope.get("extensions", {}).get("tls")}
-    ).encode()
+    body = json.dumps({"peer": tls.peer_certificate(scope), "tls": scope.get("extensions", {}).get("tls")}).encode()
     await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"application/json")]})
     await send({"type": "http.response.body", "body": body})
 

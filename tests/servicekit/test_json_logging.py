@@ -90,28 +90,59 @@ class RedactCase:
 
 
 REDACT_CASES = [
-    RedactCase("authorization header in a headers map", "calling enforcer",
-               {"headers": {"Authorization": "Bearer s3cr3t-t0ken-value", "accept": "application/json"}},
-               "s3cr3t-t0ken-value", "application/json"),
-    RedactCase("bearer credential inside the message", "request had Authorization: Bearer abcdefgh12345678", {},
-               "abcdefgh12345678", "request had"),
-    RedactCase("bearer credential without a header name", "retrying with Bearer zzzzzzzz99999999", {},
-               "zzzzzzzz99999999", "retrying with"),
-    RedactCase("asgi header pairs", "scope headers", {"headers": [(b"authorization", b"Basic dXNlcjpwYXNz"),
-                                                                (b"host", b"numaguard")]},
-               "dXNlcjpwYXNz", "numaguard"),
-    RedactCase("pem private key in the message", f"loaded key {PRIVATE_KEY} from disk", {},
-               "SecretKeyMaterial", "from disk"),
-    RedactCase("token extra key", "service account loaded", {"token": "abc.def.ghi", "namespace": "numaguard"},
-               "abc.def.ghi", "numaguard"),
-    RedactCase("password nested in a config map", "config", {"config": {"db": {"password": "hunter2"}, "port": 5432}},
-               "hunter2", "5432"),
-    RedactCase("token query parameter in a url", "GET /state?token=qwertyuiop&pod=web-0", {},
-               "qwertyuiop", "pod=web-0"),
+    RedactCase(
+        "authorization header in a headers map",
+        "calling enforcer",
+        {"headers": {"Authorization": "Bearer s3cr3t-t0ken-value", "accept": "application/json"}},
+        "s3cr3t-t0ken-value",
+        "application/json",
+    ),
+    RedactCase(
+        "bearer credential inside the message",
+        "request had Authorization: Bearer abcdefgh12345678",
+        {},
+        "abcdefgh12345678",
+        "request had",
+    ),
+    RedactCase(
+        "bearer credential without a header name",
+        "retrying with Bearer zzzzzzzz99999999",
+        {},
+        "zzzzzzzz99999999",
+        "retrying with",
+    ),
+    RedactCase(
+        "asgi header pairs",
+        "scope headers",
+        {"headers": [(b"authorization", b"Basic dXNlcjpwYXNz"), (b"host", b"numaguard")]},
+        "dXNlcjpwYXNz",
+        "numaguard",
+    ),
+    RedactCase(
+        "pem private key in the message", f"loaded key {PRIVATE_KEY} from disk", {}, "SecretKeyMaterial", "from disk"
+    ),
+    RedactCase(
+        "token extra key",
+        "service account loaded",
+        {"token": "abc.def.ghi", "namespace": "numaguard"},
+        "abc.def.ghi",
+        "numaguard",
+    ),
+    RedactCase(
+        "password nested in a config map",
+        "config",
+        {"config": {"db": {"password": "hunter2"}, "port": 5432}},
+        "hunter2",
+        "5432",
+    ),
+    RedactCase(
+        "token query parameter in a url", "GET /state?token=qwertyuiop&pod=web-0", {}, "qwertyuiop", "pod=web-0"
+    ),
     RedactCase("jwt in free text", f"kube client using {JWT}", {}, "c2lnbmF0dXJlLXNlY3JldA", "kube client using"),
     RedactCase("cookie header", "upstream said Cookie: session=abcdef; path=/", {}, "session=abcdef", "upstream"),
-    RedactCase("private key extra", "issued", {"private_key": PRIVATE_KEY, "serial": "0A1B"}, "SecretKeyMaterial",
-               "0A1B"),
+    RedactCase(
+        "private key extra", "issued", {"private_key": PRIVATE_KEY, "serial": "0A1B"}, "SecretKeyMaterial", "0A1B"
+    ),
 ]
 
 

@@ -26,9 +26,7 @@ POD_PATH_CASES = [
     PodPathCase("cgroupfs guaranteed sits under kubepods", "Guaranteed", "cgroupfs", f"/kubepods/pod{UID}"),
     PodPathCase("cgroupfs burstable", "Burstable", "cgroupfs", f"/kubepods/burstable/pod{UID}"),
     PodPathCase("cgroupfs besteffort", "BestEffort", "cgroupfs", f"/kubepods/besteffort/pod{UID}"),
-    PodPathCase(
-        "systemd guaranteed", "Guaranteed", "systemd", "/kubepods.slice/kubepods-pod1234_abcd_5678_efgh.slice"
-    ),
+    PodPathCase("systemd guaranteed", "Guaranteed", "systemd", "/kubepods.slice/kubepods-pod1234_abcd_5678_efgh.slice"),
     PodPathCase(
         "systemd burstable (the kubelet's own ToSystemd example)",
         "Burstable",
@@ -42,7 +40,10 @@ POD_PATH_CASES = [
         "/kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-pod1234_abcd_5678_efgh.slice",
     ),
     PodPathCase(
-        "cgroupfs with a custom cgroup root", "Burstable", "cgroupfs", f"/custom/root/kubepods/burstable/pod{UID}",
+        "cgroupfs with a custom cgroup root",
+        "Burstable",
+        "cgroupfs",
+        f"/custom/root/kubepods/burstable/pod{UID}",
         cgroup_root=("custom", "root"),
     ),
     PodPathCase(
@@ -73,8 +74,9 @@ class ContainerCase:
 CONTAINER_CASES = [
     ContainerCase("containerd with cgroupfs uses the bare id", "cgroupfs", "containerd", CID),
     ContainerCase("cri-o with cgroupfs prefixes crio-", "cgroupfs", "cri-o", f"crio-{CID}"),
-    ContainerCase("containerd with systemd uses a cri-containerd scope", "systemd", "containerd",
-                  f"cri-containerd-{CID}.scope"),
+    ContainerCase(
+        "containerd with systemd uses a cri-containerd scope", "systemd", "containerd", f"cri-containerd-{CID}.scope"
+    ),
     ContainerCase("cri-o with systemd uses a crio scope", "systemd", "cri-o", f"crio-{CID}.scope"),
 ]
 
@@ -112,8 +114,14 @@ def test_container_cgroup_path_joins_the_pod_path_and_the_leaf() -> None:
         ("containerd://a/b", None),
         ("containerd://..", None),
     ],
-    ids=["unknown runtime", "bare id without runtime", "scheme disagrees with runtime", "empty id",
-         "id with a slash", "dot-dot id"],
+    ids=[
+        "unknown runtime",
+        "bare id without runtime",
+        "scheme disagrees with runtime",
+        "empty id",
+        "id with a slash",
+        "dot-dot id",
+    ],
 )
 def test_container_ids_that_cannot_name_a_cgroup_are_rejected(
     container_id: str, runtime: naming.RuntimeName | None

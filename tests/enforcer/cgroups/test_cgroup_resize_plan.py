@@ -170,9 +170,7 @@ def test_resize_plan_needs_the_old_value_of_every_field_it_changes() -> None:
 
 def test_resize_plan_never_plans_an_empty_cpuset() -> None:
     with pytest.raises(errors.InvalidCgroupValue, match="empty cpus"):
-        plan_resize(
-            LimitsChange(POD, old=CgroupLimits(cpus=CPUSet.parse("0")), new=CgroupLimits(cpus=CPUSet())), []
-        )
+        plan_resize(LimitsChange(POD, old=CgroupLimits(cpus=CPUSet.parse("0")), new=CgroupLimits(cpus=CPUSet())), [])
 
 
 def test_resize_plan_treats_lifting_a_memory_limit_as_an_increase() -> None:

@@ -205,8 +205,9 @@ def test_kernel_accepts_reconcile_growing_parents_first_and_moving_through_the_u
     assert [(f.path, "EACCES" in f.message) for f in naive.failures] == [(child, True)]
     kernel_driver.write_cpus(parent, CPUSet([first]))  # undo the parent write the naive pass made
 
-    moved = reconcile([CgroupTarget(child, cpus=CPUSet([second])), CgroupTarget(parent, cpus=CPUSet([second]))],
-                      kernel_driver)
+    moved = reconcile(
+        [CgroupTarget(child, cpus=CPUSet([second])), CgroupTarget(parent, cpus=CPUSet([second]))], kernel_driver
+    )
     assert moved.ok
     assert [(w.path, w.value) for w in moved.applied] == [
         (parent, str(CPUSet([first, second]))),
@@ -259,13 +260,22 @@ def test_kernel_accepts_the_resize_plan_where_pod_first_is_refused(
     kernel_driver.write_cpu_quota(a, driver.CPUQuota(100_000))
     kernel_driver.write_cpu_quota(b, driver.CPUQuota(100_000))
     plan = plan_resize(
-        LimitsChange(pod, CgroupLimits(cpus=both, cpu_quota=driver.CPUQuota(200_000)),
-                     CgroupLimits(cpus=CPUSet([second]), cpu_quota=driver.CPUQuota(80_000))),
+        LimitsChange(
+            pod,
+            CgroupLimits(cpus=both, cpu_quota=driver.CPUQuota(200_000)),
+            CgroupLimits(cpus=CPUSet([second]), cpu_quota=driver.CPUQuota(80_000)),
+        ),
         [
-            LimitsChange(a, CgroupLimits(cpus=CPUSet([first]), cpu_quota=driver.CPUQuota(100_000)),
-                         CgroupLimits(cpus=CPUSet([second]), cpu_quota=driver.CPUQuota(50_000))),
-            LimitsChange(b, CgroupLimits(cpus=CPUSet([second]), cpu_quota=driver.CPUQuota(100_000)),
-                         CgroupLimits(cpus=CPUSet([second]), cpu_quota=driver.CPUQuota(50_000))),
+            LimitsChange(
+                a,
+                CgroupLimits(cpus=CPUSet([first]), cpu_quota=driver.CPUQuota(100_000)),
+                CgroupLimits(cpus=CPUSet([second]), cpu_quota=driver.CPUQuota(50_000)),
+            ),
+            LimitsChange(
+                b,
+                CgroupLimits(cpus=CPUSet([second]), cpu_quota=driver.CPUQuota(100_000)),
+                CgroupLimits(cpus=CPUSet([second]), cpu_quota=driver.CPUQuota(50_000)),
+            ),
         ],
     )
     pod_steps = [s for s in plan.steps if s.path == pod]

@@ -119,8 +119,14 @@ def test_v2_translates_a_write_into_a_directory_into_a_write_error(v2_driver: v2
         ("cpuset.cpus", "0-", "read_cpus"),
         ("memory.current", "", "read_memory_usage"),
     ],
-    ids=["cpu.max without period", "cpu.max non numeric", "cpu.max period out of range", "memory.max with suffix",
-         "cpuset open range", "empty memory.current"],
+    ids=[
+        "cpu.max without period",
+        "cpu.max non numeric",
+        "cpu.max period out of range",
+        "memory.max with suffix",
+        "cpuset open range",
+        "empty memory.current",
+    ],
 )
 def test_v2_reports_content_the_kernel_never_writes_as_a_read_error(
     v2_driver: v2.V2CgroupDriver, v2_root: Path, file: str, content: str, reader: str

@@ -11,7 +11,8 @@ Q = driver.CPUQuota
 
 
 @pytest.mark.parametrize(
-    ("quota", "period"), [(1_000, 999), (1_000, 1_000_001), (999, 100_000), (0, 100_000)],
+    ("quota", "period"),
+    [(1_000, 999), (1_000, 1_000_001), (999, 100_000), (0, 100_000)],
     ids=["period below 1ms", "period above 1s", "quota below 1ms", "zero quota"],
 )
 def test_cpu_quota_outside_the_kernel_bounds_is_refused_before_any_write(quota: int, period: int) -> None:
@@ -33,8 +34,13 @@ def test_cpu_quota_prints_like_cpu_max() -> None:
         (Q(50_000, 50_000), Q(100_000, 100_000), False),
         (Q(100_001, 100_000), Q(50_000, 50_000), True),
     ],
-    ids=["unlimited beats any quota", "no quota beats unlimited", "unlimited ties", "same ratio, other period",
-         "slightly more than one cpu"],
+    ids=[
+        "unlimited beats any quota",
+        "no quota beats unlimited",
+        "unlimited ties",
+        "same ratio, other period",
+        "slightly more than one cpu",
+    ],
 )
 def test_cpu_quota_compares_shares_not_raw_numbers(a: driver.CPUQuota, b: driver.CPUQuota, a_exceeds_b: bool) -> None:
     assert a.exceeds(b) is a_exceeds_b
@@ -71,8 +77,14 @@ def test_mems_refuse_values_that_are_not_node_ids(bad: tuple[int, ...]) -> None:
         (1_000_000, 1_000_000, False),
         (8192, 8192, True),
     ],
-    ids=["both unlimited", "limit where none wanted", "none where one wanted", "kernel rounded down",
-         "not rounded is not what the kernel keeps", "page multiple"],
+    ids=[
+        "both unlimited",
+        "limit where none wanted",
+        "none where one wanted",
+        "kernel rounded down",
+        "not rounded is not what the kernel keeps",
+        "page multiple",
+    ],
 )
 def test_memory_limits_match_at_page_granularity(desired: int | None, actual: int | None, matches: bool) -> None:
     assert driver.memory_limit_matches(desired, actual, 4096) is matches
@@ -97,6 +109,4 @@ def test_read_field_and_write_field_dispatch_to_the_matching_file() -> None:
     driver.write_field(rec, "g", "memory_limit", 8192)
 
     fields: tuple[driver.CgroupField, ...] = ("cpus", "mems", "cpu_quota", "memory_limit")
-    assert [driver.read_field(rec, "g", f) for f in fields] == [
-        CPUSet([3]), (1,), Q(5_000), 8192
-    ]
+    assert [driver.read_field(rec, "g", f) for f in fields] == [CPUSet([3]), (1,), Q(5_000), 8192]

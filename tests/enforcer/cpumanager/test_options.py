@@ -31,24 +31,49 @@ class GateCase:
 
 
 GATE_CASES = [
-    GateCase("§4 full-pcpus-only is GA: no gate needed", "full-pcpus-only",
-             FeatureGates(cpu_manager_policy_beta_options=False), None),
-    GateCase("§4 strict-cpu-reservation is GA", "strict-cpu-reservation",
-             FeatureGates(cpu_manager_policy_beta_options=False), None),
-    GateCase("§4 prefer-align-cpus-by-uncorecache is GA", "prefer-align-cpus-by-uncorecache",
-             FeatureGates(cpu_manager_policy_beta_options=False), None),
-    GateCase("§4 distribute-cpus-across-numa is beta, on by default", "distribute-cpus-across-numa",
-             FeatureGates(), None),
-    GateCase("§4 distribute-cpus-across-numa needs the beta gate", "distribute-cpus-across-numa",
-             FeatureGates(cpu_manager_policy_beta_options=False),
-             'CPU Manager Policy Beta-level Options not enabled, but option "distribute-cpus-across-numa" provided'),
-    GateCase("§4 align-by-socket is alpha, off by default", "align-by-socket", FeatureGates(),
-             'CPU Manager Policy Alpha-level Options not enabled, but option "align-by-socket" provided'),
-    GateCase("§4 distribute-cpus-across-cores is alpha, off by default", "distribute-cpus-across-cores", FeatureGates(),
-             'CPU Manager Policy Alpha-level Options not enabled, but option "distribute-cpus-across-cores" provided'),
+    GateCase(
+        "§4 full-pcpus-only is GA: no gate needed",
+        "full-pcpus-only",
+        FeatureGates(cpu_manager_policy_beta_options=False),
+        None,
+    ),
+    GateCase(
+        "§4 strict-cpu-reservation is GA",
+        "strict-cpu-reservation",
+        FeatureGates(cpu_manager_policy_beta_options=False),
+        None,
+    ),
+    GateCase(
+        "§4 prefer-align-cpus-by-uncorecache is GA",
+        "prefer-align-cpus-by-uncorecache",
+        FeatureGates(cpu_manager_policy_beta_options=False),
+        None,
+    ),
+    GateCase(
+        "§4 distribute-cpus-across-numa is beta, on by default", "distribute-cpus-across-numa", FeatureGates(), None
+    ),
+    GateCase(
+        "§4 distribute-cpus-across-numa needs the beta gate",
+        "distribute-cpus-across-numa",
+        FeatureGates(cpu_manager_policy_beta_options=False),
+        'CPU Manager Policy Beta-level Options not enabled, but option "distribute-cpus-across-numa" provided',
+    ),
+    GateCase(
+        "§4 align-by-socket is alpha, off by default",
+        "align-by-socket",
+        FeatureGates(),
+        'CPU Manager Policy Alpha-level Options not enabled, but option "align-by-socket" provided',
+    ),
+    GateCase(
+        "§4 distribute-cpus-across-cores is alpha, off by default",
+        "distribute-cpus-across-cores",
+        FeatureGates(),
+        'CPU Manager Policy Alpha-level Options not enabled, but option "distribute-cpus-across-cores" provided',
+    ),
     GateCase("§4 alpha options pass with the alpha gate", "align-by-socket", ALPHA_ON, None),
-    GateCase("§4 unknown options fail startup", "full-pcpus", ALPHA_ON,
-             'unknown CPU Manager Policy option: "full-pcpus"'),
+    GateCase(
+        "§4 unknown options fail startup", "full-pcpus", ALPHA_ON, 'unknown CPU Manager Policy option: "full-pcpus"'
+    ),
 ]
 
 
@@ -106,8 +131,11 @@ def test_go_false_spellings_disable_an_option(text: str) -> None:
     assert not StaticPolicyOptions.from_map({"full-pcpus-only": text}, FeatureGates()).full_pcpus_only
 
 
-@given(st.text(max_size=8).filter(lambda t: t not in {"1", "t", "T", "TRUE", "true", "True",
-                                                       "0", "f", "F", "FALSE", "false", "False"}))
+@given(
+    st.text(max_size=8).filter(
+        lambda t: t not in {"1", "t", "T", "TRUE", "true", "True", "0", "f", "F", "FALSE", "false", "False"}
+    )
+)
 def test_any_other_value_is_rejected_with_go_parse_bool_wording(text: str) -> None:
     with pytest.raises(ConfigError) as err:
         StaticPolicyOptions.from_map({"strict-cpu-reservation": text}, FeatureGates())
@@ -158,15 +186,24 @@ def test_align_by_socket_accepts_numa_per_socket_machines_with_other_policies() 
 
 
 def test_machine_checks_ignore_align_by_socket_when_off() -> None:
-    StaticPolicyOptions().validate_for_machine(kubelet_topology("fakeTopoMultiSocketDualSocketPerNumaHT"),
-                                               "single-numa-node")
+    StaticPolicyOptions().validate_for_machine(
+        kubelet_topology("fakeTopoMultiSocketDualSocketPerNumaHT"), "single-numa-node"
+    )
 
 
 def test_parse_runs_the_machine_checks_after_the_map_checks() -> None:
     from enforcer.cpumanager.options import parse
 
     with pytest.raises(ConfigError, match="^Topolgy manager single-numa-node policy"):
-        parse({"align-by-socket": "true"}, gates=ALPHA_ON, topology=dual_socket_ht_32(),
-              topology_manager_policy="single-numa-node")
-    assert parse({"full-pcpus-only": "true"}, gates=FeatureGates(), topology=dual_socket_ht_32(),
-                 topology_manager_policy="single-numa-node") == StaticPolicyOptions(full_pcpus_only=True)
+        parse(
+            {"align-by-socket": "true"},
+            gates=ALPHA_ON,
+            topology=dual_socket_ht_32(),
+            topology_manager_policy="single-numa-node",
+        )
+    assert parse(
+        {"full-pcpus-only": "true"},
+        gates=FeatureGates(),
+        topology=dual_socket_ht_32(),
+        topology_manager_policy="single-numa-node",
+    ) == StaticPolicyOptions(full_pcpus_only=True)

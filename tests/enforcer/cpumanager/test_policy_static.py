@@ -174,8 +174,10 @@ def test_r1_7_exclusive_eligibility(case: EligibilityCase) -> None:
 
 @pytest.mark.parametrize(
     "gates",
-    [FeatureGates(pod_level_resource_managers=False), FeatureGates(pod_level_resources=False,
-                                                                   pod_level_resource_managers=True)],
+    [
+        FeatureGates(pod_level_resource_managers=False),
+        FeatureGates(pod_level_resources=False, pod_level_resource_managers=True),
+    ],
     ids=["PodLevelResourceManagers-off", "PodLevelResources-off"],
 )
 def test_r1_8_plr_pods_are_skipped_entirely_while_a_gate_is_off(gates: FeatureGates) -> None:
@@ -311,8 +313,11 @@ def test_r3_1_full_pcpus_only_distributes_whole_cores() -> None:
 def test_4_4_distribute_cpus_across_cores_takes_one_thread_per_core_first() -> None:
     """§4.4 / R3.2: the Spread sort strategy replaces the whole-core step."""
     topology = kubelet_topology("topoSingleSocketHT")  # siblings (0,4) (1,5) (2,6) (3,7)
-    spread = policy_on(topology, options={"distribute-cpus-across-cores": "true"},
-                       gates=FeatureGates(cpu_manager_policy_alpha_options=True))
+    spread = policy_on(
+        topology,
+        options={"distribute-cpus-across-cores": "true"},
+        gates=FeatureGates(cpu_manager_policy_alpha_options=True),
+    )
     packed = policy_on(topology)
     the_pod, c = single("c", "2")
     assert allocate(spread, spread.new_state(), the_pod, c) == cs("0-1")
@@ -321,8 +326,11 @@ def test_4_4_distribute_cpus_across_cores_takes_one_thread_per_core_first() -> N
 
 def test_4_4_spreading_is_a_preference_never_an_error() -> None:
     topology = kubelet_topology("topoSingleSocketHT")
-    spread = policy_on(topology, options={"distribute-cpus-across-cores": "true"},
-                       gates=FeatureGates(cpu_manager_policy_alpha_options=True))
+    spread = policy_on(
+        topology,
+        options={"distribute-cpus-across-cores": "true"},
+        gates=FeatureGates(cpu_manager_policy_alpha_options=True),
+    )
     the_pod, c = single("c", "6")
     assert allocate(spread, spread.new_state(), the_pod, c) == cs("0-5")
 
@@ -444,8 +452,9 @@ def test_r5_2_a_restored_init_container_still_feeds_the_reuse_set() -> None:
     ],
     ids=["sidecar-plus-apps-beat-init", "init-runs-beside-earlier-sidecars", "only-eligible-counts-are-summed"],
 )
-def test_r5_5_pod_hints_use_the_sidecar_aware_aggregate(containers: tuple[ContainerResources, ...],
-                                                        expected: int) -> None:
+def test_r5_5_pod_hints_use_the_sidecar_aware_aggregate(
+    containers: tuple[ContainerResources, ...], expected: int
+) -> None:
     """max(initMax incl. the sidecars started before each init, sum(app) + sum(sidecars))."""
     assert seed_policy().pod_guaranteed_cpus(pod("p", *containers)) == expected
 

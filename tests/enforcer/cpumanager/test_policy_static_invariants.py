@@ -53,8 +53,10 @@ def container_spec(name: str, kind: Any) -> st.SearchStrategy[ContainerResources
 
 @st.composite
 def pods(draw: Any, uid: str) -> PodResources:
-    inits = [draw(container_spec(f"i{i}", draw(st.sampled_from(["init", "sidecar"]))))
-             for i in range(draw(st.integers(0, 2)))]
+    inits = [
+        draw(container_spec(f"i{i}", draw(st.sampled_from(["init", "sidecar"]))))
+        for i in range(draw(st.integers(0, 2)))
+    ]
     apps = [draw(container_spec(f"a{i}", "app")) for i in range(draw(st.integers(1, 3)))]
     if draw(st.booleans()):
         return pod(uid, *inits, *apps, cpu=str(draw(st.integers(1, 12))), memory="8Gi")
@@ -101,9 +103,12 @@ def assert_invariants(policy: StaticPolicy, state: CPUState) -> None:
         for cpu in state.pod_footprint(uid):
             assert owners.setdefault(cpu, uid) == uid, f"cpu {cpu} in pods {owners[cpu]} and {uid}"
     assert not (CPUSet(owners) & policy.reserved_cpus)
-    assert state.check(
-        policy.topology, reserved=policy.reserved_cpus, strict_reservation=policy.options.strict_cpu_reservation
-    ) == []
+    assert (
+        state.check(
+            policy.topology, reserved=policy.reserved_cpus, strict_reservation=policy.options.strict_cpu_reservation
+        )
+        == []
+    )
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -116,8 +121,11 @@ def test_random_admissions_and_removals_never_share_a_cpu_between_pods(
     script: list[Admit | Remove], options: dict[str, str], gates: FeatureGates
 ) -> None:
     policy = StaticPolicy(
-        dual_socket_ht_32(), reserved_system_cpus=CPUSet.parse("0,16"), reserved_cpu_millis=0,
-        options=options, gates=gates,
+        dual_socket_ht_32(),
+        reserved_system_cpus=CPUSet.parse("0,16"),
+        reserved_cpu_millis=0,
+        options=options,
+        gates=gates,
     )
     state = policy.new_state()
     for step in script:

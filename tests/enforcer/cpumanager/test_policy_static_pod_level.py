@@ -83,8 +83,10 @@ def test_example_a_seed_1_pod_scope_bubble_is_partitioned_on_numa_0() -> None:
         "errors": {},
         "assignments": {"cpu,pod_exclusive": 1, "cpu,pod_shared": 2},
     }
-    levels = {c.name: (policy.isolation_level(state, the_pod, c), policy.cfs_quota_level(state, the_pod, c))
-              for c in the_pod.containers}
+    levels = {
+        c.name: (policy.isolation_level(state, the_pod, c), policy.cfs_quota_level(state, the_pod, c))
+        for c in the_pod.containers
+    }
     assert levels == {
         "database": ("container", "none"),
         "metrics-exporter": ("pod", "pod"),
@@ -237,8 +239,12 @@ def test_v1_an_exclusive_init_container_larger_than_what_sidecars_leave_is_rejec
     """PLR §5 V1: a regular init container only gets the budget minus the sidecars started before it."""
     policy = small_machine()
     the_pod = pod(
-        "v1", guaranteed("sc", "3", kind="sidecar"), guaranteed("init", "3", kind="init"), container("app"),
-        cpu="5", memory="4Gi",
+        "v1",
+        guaranteed("sc", "3", kind="sidecar"),
+        guaranteed("init", "3", kind="init"),
+        container("app"),
+        cpu="5",
+        memory="4Gi",
     )
     assert policy.validate_pod_scope_resources(the_pod) == (
         "pod rejected, largest exclusive init container requests 3 cpus, but only 2 available"
@@ -284,8 +290,11 @@ def test_r3_3_restart_regenerates_the_pod_hint_from_assigned_cpus() -> None:
 def test_step_3_full_pcpus_only_applies_to_the_pod_total() -> None:
     gates = PLR_GATES
     policy = StaticPolicy(
-        dual_socket_ht_32(), reserved_system_cpus=cs("0,16"), reserved_cpu_millis=0,
-        options={"full-pcpus-only": "true"}, gates=gates,
+        dual_socket_ht_32(),
+        reserved_system_cpus=cs("0,16"),
+        reserved_cpu_millis=0,
+        options={"full-pcpus-only": "true"},
+        gates=gates,
     )
     odd = pod("odd", guaranteed("a", "2"), container("b"), cpu="5", memory="5Gi")
     counters = AllocationCounters()

@@ -91,8 +91,15 @@ def test_any_state_round_trips_exactly_and_is_json_able(state: CPUState) -> None
         ({"policyName": "static", "podEntries": {"p": {}}}, "cpu manager state.podEntries.p.cpuSet: expected a"),
         ({"policyName": "static", "originals": {"p": {"c": "1"}}}, "cpu manager state.originals.p.c: expected an"),
     ],
-    ids=["not-an-object", "no-policy", "bad-default", "entries-not-map", "entry-not-cpuset", "pod-entry-no-cpuset",
-         "original-not-object"],
+    ids=[
+        "not-an-object",
+        "no-policy",
+        "bad-default",
+        "entries-not-map",
+        "entry-not-cpuset",
+        "pod-entry-no-cpuset",
+        "original-not-object",
+    ],
 )
 def test_malformed_documents_are_config_errors_with_a_path(doc: object, message: str) -> None:
     with pytest.raises(ConfigError) as err:

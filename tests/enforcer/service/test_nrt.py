@@ -351,8 +351,9 @@ def test_first_publish_creates_the_object(publisher: NodeResourceTopologyPublish
     assert without_version(api.objects["node-a"]) == document(engine)
 
 
-def test_an_unchanged_node_costs_no_api_call(publisher: NodeResourceTopologyPublisher, api: FakeCustomObjectsApi,
-                                             clock: FakeClock) -> None:
+def test_an_unchanged_node_costs_no_api_call(
+    publisher: NodeResourceTopologyPublisher, api: FakeCustomObjectsApi, clock: FakeClock
+) -> None:
     engine = idle_engine()
     publisher.publish(engine)
     clock.now += 60
@@ -401,7 +402,9 @@ def test_a_conflicting_update_is_read_again_and_retried_once(
 
 
 def test_a_failed_write_is_reported_kept_and_retried_after_the_interval(
-    publisher: NodeResourceTopologyPublisher, api: FakeCustomObjectsApi, clock: FakeClock,
+    publisher: NodeResourceTopologyPublisher,
+    api: FakeCustomObjectsApi,
+    clock: FakeClock,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     api.fail_next = [500]
@@ -433,7 +436,6 @@ def test_a_stale_resource_version_twice_in_a_row_fails_without_raising(
     api.races = 2
     assert publisher.publish(busy_engine()) == "failed"
     assert publisher.pending
-
 
 
 RBAC = Path(__file__).resolve().parents[3] / "manifests" / "optional" / "node-resource-topology" / "rbac.yaml"
