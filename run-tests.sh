@@ -4,7 +4,7 @@
 set -euo pipefail
 cd "$(dirname "$0")"
 scripts/ensure-venv.sh
-scripts/install-test-deps.sh   # runc + busybox-static for tests/hook (as root, when missing)
+scripts/install-test-deps.sh   # runc, busybox-static, wrk from Debian (as root, when missing)
 SOURCES=(shared enforcer webhook extender servicekit numaguard_cli tests bench conftest.py)
 echo "== ruff";          .venv/bin/ruff check "${SOURCES[@]}"
 echo "== ruff format";   .venv/bin/ruff format --check "${SOURCES[@]}"

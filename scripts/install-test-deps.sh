@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Install the real parts the runtime-hook tests run (tests/hook): runc and busybox-static from Debian.
+# Install the real parts the tests run: runc and busybox-static (tests/hook), wrk (the webhook bench's smoke
+# test in tests/bench), all from Debian.
 # NUMAGUARD_TEST_PODMAN=1 also installs podman (about a minute) for the hooks.d test, which otherwise
 # skips saying so; where podman installs but cannot run containers, that test skips with podman's error.
 # Needs root and apt-get; elsewhere it says what is missing and the tests skip with that reason.
@@ -8,6 +9,7 @@ set -euo pipefail
 want=()
 command -v runc >/dev/null 2>&1 || want+=(runc)
 command -v busybox >/dev/null 2>&1 || want+=(busybox-static)
+command -v wrk >/dev/null 2>&1 || want+=(wrk)
 if [ "${NUMAGUARD_TEST_PODMAN:-}" = "1" ] && ! command -v podman >/dev/null 2>&1; then
   optional=(podman)
 else
