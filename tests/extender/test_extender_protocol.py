@@ -74,8 +74,9 @@ async def test_pod_level_resources_are_sized_by_the_pod_budget(client: httpx.Asy
     result = scheduler_reads_filter(response, NODES)
     assert result["NodeNames"] == ["big"]
     assert result["FailedNodes"] == {}
-    assert result["FailedAndUnresolvableNodes"] == {
-        "small": "TopologyAffinityError: Resources cannot be allocated with Topology locality"
+    assert result["FailedAndUnresolvableNodes"] == {  # the kubelet's message for a pod-level pod in pod scope
+        "small": "TopologyAffinityError: Pod Scope pod with pod-level resources failed admission "
+        "under pod-scope topology manager"
     }
     scores = (await client.post("/prioritize", json=args(pod, ["big"]))).json()
     assert scores == [{"Host": "big", "Score": scores[0]["Score"]}] and 1 <= scores[0]["Score"] <= 10
