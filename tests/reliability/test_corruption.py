@@ -103,7 +103,16 @@ def _files(path: Path) -> dict[str, bytes | None]:
     return {p.name: (p.read_bytes() if p.exists() else None) for p in (path, journal_path)}
 
 
-@pytest.mark.parametrize("damage", DAMAGES, ids=[d.name for d in DAMAGES])
+# Each case starts, damages, restarts and recovers a real enforcer (~9 s here): the default run keeps one
+# case per recovery path (from-backup for the base, quarantine, from-backup for the journal); the others
+# run with `-m slow`, and every damage is also detected at unit level in tests/enforcer/state.
+DEFAULT_DAMAGES = {"bit-flipped", "newer-version", "journal-bit-flipped"}
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [pytest.param(d, id=d.name, marks=() if d.name in DEFAULT_DAMAGES else pytest.mark.slow) for d in DAMAGES],
+)
 def test_a_damaged_state_file_is_reported_refuses_writes_and_recover_state_brings_the_node_back(
     node: EnforcerNode, damage: Damage
 ) -> None:
