@@ -11,6 +11,11 @@ What the watch does for the node (in a cluster; ``--standalone`` turns it off):
   period: the webhook allocates at binding time, and a binding that then fails
   leaves an allocation no pod will ever use.  The grace period covers the time
   between the allocation and the pod showing up in this node's watch.
+* says when the node's state has lost allocations: a pod running here that carries the
+  binding's ``numaguard.io/allocation`` annotation while the node holds nothing for it
+  (a wiped or replaced state directory; the identity file cannot tell when it went too).
+  Such pods keep running on CPUs the node may now give to others: it is logged and
+  counted (``numaguard_enforcer_allocations_missing_total``) so the node is drained.
 
 Layers: :class:`PodWatcher` holds the logic and talks to a :class:`PodSource`
 (list + watch of raw pod dicts) and a :class:`PodSink` (the service).
@@ -32,8 +37,8 @@ from typing import Any, Protocol
 
 from enforcer.errors import EnforcerError
 from enforcer.service import models
+from shared import contract, qos
 from shared import pod as pod_model
-from shared import qos
 from shared.errors import DomainError
 from shared.resources import QOSClass
 
@@ -80,6 +85,12 @@ def _uid(raw: RawPod) -> str:
     return str(metadata.get("uid") or "") if isinstance(metadata, Mapping) else ""
 
 
+def _annotations(raw: RawPod) -> Mapping[str, Any]:
+    metadata = raw.get("metadata")
+    annotations = metadata.get("annotations") if isinstance(metadata, Mapping) else None
+    return annotations if isinstance(annotations, Mapping) else {}
+
+
 def _phase(raw: RawPod) -> str:
     status = raw.get("status")
     return str(status.get("phase") or "") if isinstance(status, Mapping) else ""
@@ -124,8 +135,11 @@ class PodWatcher:
         pod_level_resources: bool = True,
         clock: Callable[[], float] = time.monotonic,
         watch_timeout_seconds: int | None = None,
+        on_missing_allocations: Callable[[list[str]], None] | None = None,
     ) -> None:
         self.sink = sink
+        self.on_missing_allocations = on_missing_allocations
+        self._reported_missing: set[str] = set()
         self.source = source
         self.grace_seconds = grace_seconds
         self.pod_level_resources = pod_level_resources
@@ -163,7 +177,30 @@ class PodWatcher:
         self._present = set()
         for raw in listed.values():
             self.handle("MODIFIED", raw)
+        self._report_missing_allocations(listed)
         self.sweep()
+
+    def _report_missing_allocations(self, listed: Mapping[str, RawPod]) -> None:
+        """Pods bound here with a numaguard allocation the node's state does not hold (each reported once)."""
+        allocated = self.sink.allocated_uids()
+        missing = sorted(
+            uid
+            for uid, raw in listed.items()
+            if uid not in allocated
+            and uid not in self._reported_missing
+            and _phase(raw) not in FINISHED_PHASES
+            and contract.ALLOCATION_ANNOTATION in _annotations(raw)
+        )
+        if not missing:
+            return
+        self._reported_missing.update(missing)
+        log.warning(
+            "pods on this node hold a numaguard allocation the node's state does not: the state was lost or "
+            "wiped; drain the node so their CPUs are not given to other pods",
+            extra={"pod_uids": missing, "count": len(missing)},
+        )
+        if self.on_missing_allocations is not None:
+            self.on_missing_allocations(missing)
 
     def sweep(self) -> list[str]:
         """Release allocations whose pod has not been seen on this node for the grace period; returns their uids."""

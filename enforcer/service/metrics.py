@@ -129,6 +129,12 @@ class EnforcerMetrics:
             buckets=LATENCY_BUCKETS,
             registry=r,
         )
+        self.allocations_missing = Counter(
+            "numaguard_enforcer_allocations_missing",
+            "Pods bound to this node with a numaguard allocation annotation that the node's state does not hold "
+            "(lost or wiped state): drain the node.",
+            registry=r,
+        )
         self.state_started_empty = Counter(
             "numaguard_enforcer_state_started_empty",
             "Starts from an empty state in a directory that once held state (a wiped or lost state file).",

@@ -106,6 +106,7 @@ def start(
             source,
             grace_seconds=settings.release_grace_seconds,
             pod_level_resources=settings.node_config.gates.pod_level_resources,
+            on_missing_allocations=lambda uids: metrics.allocations_missing.inc(len(uids)),
         )
         thread = threading.Thread(target=node.watcher.run, args=(node._stop,), name="pod-watch", daemon=True)
         thread.start()

@@ -151,3 +151,33 @@ def test_the_loop_lists_then_follows_events_from_the_listed_version(service: Nod
     watch.run(source.stop)
     assert source.versions == ["100", "101"]
     assert service.allocated_uids() == set()
+
+
+def _bound_with_allocation(fixture: str) -> dict[str, Any]:
+    raw = running_pod(fixture)
+    raw["metadata"].setdefault("annotations", {})["numaguard.io/allocation"] = '{"node": "node-a"}'
+    return raw
+
+
+def test_pods_bound_here_with_an_allocation_the_state_does_not_hold_are_reported_once(
+    service: NodeService, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A wiped state directory (identity file too): the node starts empty while its pods still run pinned."""
+    held = _bound_with_allocation("ml-workload")
+    allocate(service, held)
+    lost = _bound_with_allocation("tightly-coupled-database")
+    lost["metadata"]["uid"] = "0f0e0d0c-0000-4000-8000-00000000beef"
+    finished = _bound_with_allocation("tightly-coupled-database")
+    finished["metadata"]["uid"] = "0f0e0d0c-0000-4000-8000-00000000dead"
+    finished["status"]["phase"] = "Succeeded"
+    never_numaguard = running_pod("tightly-coupled-database")
+    never_numaguard["metadata"]["uid"] = "0f0e0d0c-0000-4000-8000-00000000f00d"
+    reported: list[list[str]] = []
+    watch = kube.PodWatcher(
+        service, FakePodSource([], []), grace_seconds=GRACE, clock=Clock(), on_missing_allocations=reported.append
+    )
+    with caplog.at_level("WARNING", logger=kube.log.name):
+        watch.resync([held, lost, finished, never_numaguard])
+        watch.resync([held, lost, finished, never_numaguard])  # a relist does not report it again
+    assert reported == [["0f0e0d0c-0000-4000-8000-00000000beef"]]
+    assert sum("state was lost or wiped" in r.getMessage() for r in caplog.records) == 1
