@@ -713,3 +713,32 @@ def test_opt_in_and_opt_out_modes_select_the_documented_namespaces(
         ]
         assert len(selectors) == 4
         assert {_selected(s, all_labels) for s in selectors} == {expected}
+
+
+def test_the_optional_webhook_network_policy_admits_only_the_control_plane_range_and_scrapers(tmp_path: Path) -> None:
+    """Managed clusters cannot make the apiserver present a client certificate: the network is the guard."""
+    if KUBECTL is None:
+        pytest.skip("kubectl is not installed")
+    (tmp_path / "kustomization.yaml").write_text(
+        yaml.safe_dump(
+            {
+                "namespace": "numaguard",  # as the overlays set it: a component's objects take the overlay's
+                "resources": [os.path.relpath(BASE, tmp_path)],
+                "components": [os.path.relpath(MANIFESTS / "components" / "webhook-networkpolicy", tmp_path)],
+            }
+        )
+    )
+    build = kustomize(tmp_path)
+    [policy] = [d for d in build if d["kind"] == "NetworkPolicy" and d["metadata"]["name"] == "numaguard-webhook"]
+    kubernetes_validate.validate(policy, K8S_VERSION, strict=True)
+    [deployment] = [d for d in build if d["kind"] == "Deployment" and d["metadata"]["name"] == "numaguard-webhook"]
+    pod_labels = deployment["spec"]["template"]["metadata"]["labels"]
+    assert policy["metadata"]["namespace"] == deployment["metadata"]["namespace"]
+    assert all(pod_labels.get(k) == v for k, v in policy["spec"]["podSelector"]["matchLabels"].items())
+    ports = {p["name"] for c in deployment["spec"]["template"]["spec"]["containers"] for p in c.get("ports", [])}
+    [rule] = policy["spec"]["ingress"]
+    assert {p["port"] for p in rule["ports"]} <= ports
+    peers = rule["from"]
+    assert [p["ipBlock"]["cidr"] for p in peers if "ipBlock" in p] == ["192.0.2.0/24"]  # the documented placeholder
+    assert {"namespaceSelector": {"matchLabels": {"numaguard.io/metrics-scraper": "true"}}} in peers
+    assert not any("podSelector" in p and "namespaceSelector" not in p for p in peers)  # no workload pod
