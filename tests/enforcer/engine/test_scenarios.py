@@ -7,7 +7,6 @@ the keys it checks; nested objects compare the same way.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -15,30 +14,11 @@ import pytest
 import yaml
 
 from enforcer.engine import scenario
+from numaguard_cli import plan_check
 
 ROOT = Path(__file__).resolve().parents[3]
 SCENARIO_DIRS = [ROOT / "numaguard_cli" / "scenarios", ROOT / "tests" / "scenarios"]
 FILES = sorted(p for d in SCENARIO_DIRS for p in d.glob("*.yaml"))
-
-
-def mismatches(expected: Any, actual: Any, where: str) -> Iterator[str]:
-    if isinstance(expected, dict):
-        if not isinstance(actual, dict):
-            yield f"{where}: expected an object, got {json.dumps(actual)}"
-            return
-        for key, value in expected.items():
-            if key not in actual:
-                yield f"{where}.{key}: missing (expected {json.dumps(value)})"
-            else:
-                yield from mismatches(value, actual[key], f"{where}.{key}")
-    elif isinstance(expected, list) and expected and isinstance(expected[0], dict):
-        if not isinstance(actual, list) or len(actual) != len(expected):
-            yield f"{where}: expected {len(expected)} entries, got {json.dumps(actual)}"
-            return
-        for i, (e, a) in enumerate(zip(expected, actual, strict=True)):
-            yield from mismatches(e, a, f"{where}[{i}]")
-    elif expected != actual:
-        yield f"{where}: expected {json.dumps(expected)}, got {json.dumps(actual)}"
 
 
 def run_file(path: Path) -> dict[str, Any]:
@@ -55,7 +35,7 @@ def test_scenario_steps_match_their_expectations(path: Path) -> None:
     doc = yaml.safe_load(path.read_text())
     result = run_file(path)
     assert len(result["steps"]) == len(doc["steps"])
-    problems = list(mismatches(doc["expect"], result["steps"], "steps"))
+    problems = list(plan_check.differences(doc["expect"], result["steps"]))
     assert problems == []
 
 
