@@ -116,37 +116,36 @@ def pod_shape(pod: PodResources) -> str:
 def dry_run(engine: NodeEngine, pod: PodResources) -> DryRun:
     """Admit ``pod`` on a copy of the engine's state and report; the engine is left exactly as it was."""
     candidate = _as_candidate(pod)
-    saved = engine.state
-    engine.state = saved.copy()
-    try:
-        decision = engine.admit(candidate)
-        if not decision.admitted or decision.view is None:
-            return DryRun(False, decision.reason or "UnexpectedAdmissionError", decision.message or "")
-        view = decision.view
-        mask = 0
-        exclusive = CPUSet()
-        for c in view.containers:
-            if c.assignment in ("node_exclusive", "pod_exclusive"):
-                exclusive = exclusive | c.cpus
-            if c.memory_numa_nodes is not None and c.memory_assignment != "node_shared":
-                mask |= mask_of(c.memory_numa_nodes)
-        if view.pod_cpus is not None:
-            exclusive = exclusive | view.pod_cpus
-        if view.pod_shared_pool_memory_numa_nodes is not None:
-            mask |= mask_of(view.pod_shared_pool_memory_numa_nodes)
-        if exclusive:
-            mask |= mask_of(engine.topology.numa_nodes_of(exclusive))
-        numa = tuple(i for i in engine.topology.numa_ids if mask >> i & 1)
-        return DryRun(True, numa_nodes=numa, exclusive_cpus=len(exclusive), usage_after=usage(engine))
-    finally:
-        engine.state = saved
+    trial = engine.trial(candidate)
+    decision = trial.decision
+    if not decision.admitted or decision.view is None:
+        return DryRun(False, decision.reason or "UnexpectedAdmissionError", decision.message or "")
+    view = decision.view
+    mask = 0
+    exclusive = CPUSet()
+    for c in view.containers:
+        if c.assignment in ("node_exclusive", "pod_exclusive"):
+            exclusive = exclusive | c.cpus
+        if c.memory_numa_nodes is not None and c.memory_assignment != "node_shared":
+            mask |= mask_of(c.memory_numa_nodes)
+    if view.pod_cpus is not None:
+        exclusive = exclusive | view.pod_cpus
+    if view.pod_shared_pool_memory_numa_nodes is not None:
+        mask |= mask_of(view.pod_shared_pool_memory_numa_nodes)
+    if exclusive:
+        mask |= mask_of(engine.topology.numa_nodes_of(exclusive))
+    numa = tuple(i for i in engine.topology.numa_ids if mask >> i & 1)
+    after = usage(engine, trial.state.cpu.default)
+    return DryRun(True, numa_nodes=numa, exclusive_cpus=len(exclusive), usage_after=after)
 
 
-def usage(engine: NodeEngine) -> tuple[tuple[int, NumaUsage], ...]:
-    """Free exclusive capacity per NUMA node as the engine is now (CPUs outside the reserved set that no
-    container or pod bubble holds, and the cores split between free and held threads)."""
+def usage(engine: NodeEngine, default_cpus: CPUSet | None = None) -> tuple[tuple[int, NumaUsage], ...]:
+    """Free exclusive capacity per NUMA node (CPUs outside the reserved set that no container or pod
+    bubble holds, and the cores split between free and held threads), as the engine is now or, given
+    ``default_cpus``, with that shared pool (a dry run's)."""
     layout = _layout(engine)
-    free = engine.default_cpus().mask & ~layout.reserved
+    shared = engine.default_cpus() if default_cpus is None else default_cpus
+    free = shared.mask & ~layout.reserved
     result = []
     for numa_id, numa_mask, allocatable, cores in layout.numa:
         mine = free & numa_mask

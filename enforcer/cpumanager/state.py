@@ -22,14 +22,51 @@ selection, and does no file I/O (the checkpoint writer wraps :meth:`to_dict`).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from enforcer.errors import ConfigError
 from enforcer.topology.machine import CPUTopology
 from shared.cpuset import EMPTY, CPUSet
 from shared.errors import CPUSetParseError
+
+
+class CPUStateView(Protocol):
+    """What code outside the CPU manager may read of a :class:`CPUState`: no setter, no mutable map.
+
+    The service, the NRT exporter and the persistence layer see the engine's state through this, so a
+    reader cannot change an assignment behind the engine's back (mypy holds it: the maps are ``Mapping``).
+    """
+
+    @property
+    def policy_name(self) -> str: ...
+
+    @property
+    def default(self) -> CPUSet: ...
+
+    @property
+    def entries(self) -> Mapping[str, Mapping[str, CPUSet]]: ...
+
+    @property
+    def pod_entries(self) -> Mapping[str, CPUSet]: ...
+
+    @property
+    def originals(self) -> Mapping[str, Mapping[str, CPUSet]]: ...
+
+    def container_cpus(self, pod_uid: str, container_name: str) -> CPUSet | None: ...
+
+    def pod_cpus(self, pod_uid: str) -> CPUSet | None: ...
+
+    def pod_uids(self) -> list[str]: ...
+
+    def assigned_cpus(self) -> CPUSet: ...
+
+    def pod_footprint(self, pod_uid: str) -> CPUSet: ...
+
+    def to_dict(self) -> dict[str, Any]: ...
+
+    def restricted_to(self, pod_uids: Collection[str]) -> CPUState: ...
 
 
 @dataclass(eq=True)
@@ -121,6 +158,18 @@ class CPUState:
             pod_entries=dict(self.pod_entries),
             originals=dict(self.originals),
             reusable=dict(self.reusable),
+        )
+
+    def restricted_to(self, pod_uids: Collection[str]) -> CPUState:
+        """This state with only these pods' entries (the node-wide default set kept): the part of a
+        checkpoint a change to these pods rewrites; per-pod values are shared, as in :meth:`copy`."""
+        wanted = set(pod_uids)
+        return CPUState(
+            policy_name=self.policy_name,
+            default=self.default,
+            entries={u: self.entries[u] for u in wanted if u in self.entries},
+            pod_entries={u: self.pod_entries[u] for u in wanted if u in self.pod_entries},
+            originals={u: self.originals[u] for u in wanted if u in self.originals},
         )
 
     # -- serialisation ----------------------------------------------------------------

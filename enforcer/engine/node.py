@@ -20,6 +20,7 @@ Callers serialise access (the enforcer holds a lock around every call).
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Any
 
@@ -30,11 +31,11 @@ from enforcer.engine import fit, podcodec
 from enforcer.engine import resize as resize_rules
 from enforcer.engine.config import NodeConfig
 from enforcer.engine.policies import BoundProvider
-from enforcer.engine.records import EngineState, PendingResize, PodRecord
+from enforcer.engine.records import EngineState, EngineStateView, PendingResize, PodRecord
 from enforcer.engine.view import ContainerView, PodView
 from enforcer.errors import AdmissionRejected, EnforcerError
 from enforcer.memorymanager.policy import MemoryPolicy
-from enforcer.memorymanager.state import MemoryState
+from enforcer.memorymanager.state import MemoryState, MemoryTable
 from enforcer.topology.hints import TopologyHint, mask_of
 from enforcer.topology.machine import CPUTopology
 from enforcer.topology.manager import Affinities, HintProvider, TopologyManager
@@ -67,6 +68,21 @@ class Decision:
     message: str | None = None
     view: PodView | None = None
     qos_class: str | None = None
+
+
+@dataclass(frozen=True)
+class Trial:
+    """A dry-run admission: the decision, and the state the pod would leave (the committed one when refused)."""
+
+    decision: Decision
+    state: EngineStateView
+
+
+@dataclass(frozen=True)
+class _Admission:
+    decision: Decision
+    work: EngineState | None = None  # a new pod admitted: the state holding it
+    refusals: AllocationCounters | None = None  # refused by a manager: this attempt's counts
 
 
 @dataclass(frozen=True)
@@ -103,9 +119,14 @@ class NodeEngine:
         self.memory_policy = memory_policy
         self.topology_manager = topology_manager
         self.allocatable = fit.node_allocatable(topology, config)
-        self.state = state or EngineState(cpu=cpu_policy.new_state(), memory=memory_policy.new_state())
+        self._state = state or EngineState(cpu=cpu_policy.new_state(), memory=memory_policy.new_state())
         if state is not None:
             state.used = self._sum_requests(state.pods)  # derived: whoever built the state need not know it
+
+    @property
+    def state(self) -> EngineStateView:
+        """The committed state, read-only: only a decision of this engine replaces it."""
+        return self._state
 
     # ---------------------------------------------------------------- queries
     def _providers(self, work: EngineState) -> tuple[HintProvider, ...]:
@@ -115,30 +136,30 @@ class NodeEngine:
         return (cpu, memory)
 
     def pod_uids(self) -> list[str]:
-        return sorted(self.state.pods, key=lambda uid: self.state.pods[uid].sequence)
+        return sorted(self._state.pods, key=lambda uid: self._state.pods[uid].sequence)
 
     def find(self, namespace: str, name: str) -> str | None:
-        for uid, record in self.state.pods.items():
+        for uid, record in self._state.pods.items():
             if record.pod.namespace == namespace and record.pod.name == name:
                 return uid
         return None
 
     def record(self, uid: str) -> PodRecord:
         try:
-            return self.state.pods[uid]
+            return self._state.pods[uid]
         except KeyError:
             raise UnknownPodError(f"no allocation for pod {uid}") from None
 
     def view(self, uid: str) -> PodView:
-        return self._view(self.state, self.record(uid))
+        return self._view(self._state, self.record(uid))
 
     def pending_resize(self, uid: str) -> PendingResize | None:
-        return self.state.pending_resizes.get(uid) or self.state.infeasible_resizes.get(uid)
+        return self._state.pending_resizes.get(uid) or self._state.infeasible_resizes.get(uid)
 
     def used_requests(self, *, excluding: str | None = None) -> dict[str, int]:
         """What the admitted pods (but ``excluding``) request, from the state's running total: O(1) in pods held."""
-        used = dict(self.state.used)
-        record = None if excluding is None else self.state.pods.get(excluding)
+        used = dict(self._state.used)
+        record = None if excluding is None else self._state.pods.get(excluding)
         if record is not None:
             fit.take_from(used, self.requests_of(record.pod))
         return used
@@ -161,12 +182,36 @@ class NodeEngine:
         return fit.used_by(self.requests_of(r.pod) for r in pods.values())
 
     def default_cpus(self) -> CPUSet:
-        return self.cpu_policy.default_cpus(self.state.cpu)
+        return self.cpu_policy.default_cpus(self._state.cpu)
+
+    def held_cpus(self) -> CPUSet:
+        """Every CPU an admitted pod keeps from others: exclusive container sets and KEP-5526 bubbles."""
+        return self._state.cpu.assigned_cpus()
+
+    def numa_memory(self) -> dict[int, dict[str, MemoryTable]]:
+        """The memory manager's per-NUMA tables (empty under the ``None`` policy, which keeps none)."""
+        return self.memory_policy.numa_memory(self._state.memory)
 
     # ---------------------------------------------------------------- add
     def admit(self, pod: PodResources) -> Decision:
         """Admit and allocate a pod; idempotent by UID (same spec again returns the same answer)."""
-        existing = self.state.pods.get(pod.uid)
+        outcome = self._decide(pod)
+        if outcome.work is not None:
+            self._state = outcome.work
+        elif outcome.refusals is not None:
+            self._state.counters.errors.update(outcome.refusals.errors)  # a refusal is counted, nothing else
+        return outcome.decision
+
+    def trial(self, pod: PodResources) -> Trial:
+        """The decision ``admit`` would make and the state it would leave, committing nothing (the
+        refusal counters included): the scheduler extender's "would this node admit it?"."""
+        outcome = self._decide(pod)
+        return Trial(outcome.decision, self._state if outcome.work is None else outcome.work)
+
+    def _decide(self, pod: PodResources) -> _Admission:
+        """The decision, with the working copy that holds the pod when it is new and admitted, or the
+        refusal counts when a manager refused it; the committed state is not touched."""
+        existing = self._state.pods.get(pod.uid)
         pod_qos = qos.qos_class(pod, pod_level_resources_gate=self.config.gates.pod_level_resources)
         pod = _with_qos(pod, pod_qos)  # the hash covers the QoS class the API server would have set
         if existing is not None:
@@ -174,23 +219,22 @@ class NodeEngine:
                 raise PodConflictError(
                     f"pod {pod.uid} ({pod.key}) is already allocated with a different spec; release it first"
                 )
-            return Decision(True, view=self.view(pod.uid), qos_class=pod_qos)
+            return _Admission(Decision(True, view=self.view(pod.uid), qos_class=pod_qos))
         shortfalls = fit.shortfalls(self.requests_of(pod), self.used_requests(), self.allocatable)
         if shortfalls:
             first = shortfalls[0]
-            return Decision(False, first.reason, first.message(), qos_class=pod_qos)
-        work = self.state.copy()
+            return _Admission(Decision(False, first.reason, first.message(), qos_class=pod_qos))
+        work = self._state.copy()
         attempt = AllocationCounters()
         try:
             hint = self._allocate(work, pod, attempt)
         except AdmissionRejected as err:
-            self.state.counters.errors.update(attempt.errors)
-            return Decision(False, err.reason, err.message, qos_class=pod_qos)
+            return _Admission(Decision(False, err.reason, err.message, qos_class=pod_qos), refusals=attempt)
         work.counters.merge(attempt)
         work.sequence += 1
-        self._put_record(work, PodRecord(pod, contract.spec_hash(pod), hint, work.sequence))
-        self.state = work
-        return Decision(True, view=self.view(pod.uid), qos_class=pod_qos)
+        record = PodRecord(pod, contract.spec_hash(pod), hint, work.sequence)
+        self._put_record(work, record)
+        return _Admission(Decision(True, view=self._view(work, record), qos_class=pod_qos), work=work)
 
     def _allocate(self, work: EngineState, pod: PodResources, counters: AllocationCounters) -> TopologyHint | None:
         """Topology Manager admission on ``work``; raises AdmissionRejected. The hint the pod was admitted with."""
@@ -213,15 +257,15 @@ class NodeEngine:
     # ---------------------------------------------------------------- remove
     def remove(self, uid: str) -> RemoveResult:
         """Release a pod (idempotent) and retry Deferred resizes that may now fit."""
-        record = self.state.pods.get(uid)
+        record = self._state.pods.get(uid)
         if record is None:
             return RemoveResult(False)
-        work = self.state.copy()
+        work = self._state.copy()
         self._release(work, record.pod)
         self._drop_record(work, uid)
         work.pending_resizes.pop(uid, None)
         work.infeasible_resizes.pop(uid, None)
-        self.state = work
+        self._state = work
         return RemoveResult(True, self.retry_pending_resizes())
 
     def _release(self, work: EngineState, pod: PodResources) -> None:
@@ -238,17 +282,17 @@ class NodeEngine:
         record = self.record(desired.uid)
         desired = _with_qos(desired, record.pod.qos_class)
         if dry_run:
-            saved = self.state
-            self.state = saved.copy()
+            saved = self._state
+            self._state = saved.copy()
             try:
                 if _same_request(record, desired):
                     return ResizeDecision("Accepted", None, None, self.view(desired.uid))
                 status, reason, message = self._try_resize(record, desired)
                 return ResizeDecision(status, reason, message, self._view(saved, record))
             finally:
-                self.state = saved
-        self.state.pending_resizes.pop(desired.uid, None)
-        self.state.infeasible_resizes.pop(desired.uid, None)
+                self._state = saved
+        self._state.pending_resizes.pop(desired.uid, None)
+        self._state.infeasible_resizes.pop(desired.uid, None)
         if _same_request(record, desired):
             return ResizeDecision("Accepted", None, None, self.view(desired.uid))
         status, reason, message = self._try_resize(record, desired)
@@ -256,13 +300,13 @@ class NodeEngine:
         if status == "Accepted":
             applied = self.retry_pending_resizes()
         else:
-            self.state.sequence += 1
-            queue = self.state.pending_resizes if status == "Deferred" else self.state.infeasible_resizes
-            queue[desired.uid] = PendingResize(desired, reason or status, message or "", self.state.sequence)
+            self._state.sequence += 1
+            queue = self._state.pending_resizes if status == "Deferred" else self._state.infeasible_resizes
+            queue[desired.uid] = PendingResize(desired, reason or status, message or "", self._state.sequence)
         return ResizeDecision(status, reason, message, self.view(desired.uid), applied)
 
     def _try_resize(self, record: PodRecord, desired: PodResources) -> tuple[ResizeOutcome, str | None, str | None]:
-        verdict = resize_rules.decide(self, record.pod, desired)
+        verdict = resize_rules.decide(self, self._state, record.pod, desired)
         if verdict.status != "Accepted" or verdict.work is None:
             return verdict.status, verdict.reason, verdict.message
         work = verdict.work
@@ -270,7 +314,7 @@ class NodeEngine:
         resized = PodRecord(desired, contract.spec_hash(desired), record.hint, record.sequence)
         resized.hint = self._widened_hint(work, resized)
         self._put_record(work, resized)
-        self.state = work
+        self._state = work
         return "Accepted", None, None
 
     def _widened_hint(self, work: EngineState, record: PodRecord) -> TopologyHint | None:
@@ -293,23 +337,23 @@ class NodeEngine:
         """Retry Deferred resizes in the kubelet's priority order until none more fits."""
         applied: list[str] = []
         progress = True
-        while progress and self.state.pending_resizes:
+        while progress and self._state.pending_resizes:
             progress = False
             for uid in self._pending_order():
-                pending = self.state.pending_resizes[uid]
-                record = self.state.pods.get(uid)
+                pending = self._state.pending_resizes[uid]
+                record = self._state.pods.get(uid)
                 if record is None:
-                    del self.state.pending_resizes[uid]
+                    del self._state.pending_resizes[uid]
                     continue
                 status, reason, message = self._try_resize(record, pending.desired)
                 if status == "Accepted":
-                    del self.state.pending_resizes[uid]
+                    del self._state.pending_resizes[uid]
                     applied.append(record.pod.key)
                     progress = True
                     break
                 if status == "Infeasible":
-                    del self.state.pending_resizes[uid]
-                    self.state.infeasible_resizes[uid] = PendingResize(
+                    del self._state.pending_resizes[uid]
+                    self._state.infeasible_resizes[uid] = PendingResize(
                         pending.desired, reason or status, message or "", pending.sequence
                     )
                 else:
@@ -320,14 +364,14 @@ class NodeEngine:
         """Kubelet order: non-increasing first, higher priority, Guaranteed before Burstable, oldest first."""
 
         def key(uid: str) -> tuple[int, int, int, int]:
-            pending = self.state.pending_resizes[uid]
-            current = self.requests_of(self.state.pods[uid].pod)
+            pending = self._state.pending_resizes[uid]
+            current = self.requests_of(self._state.pods[uid].pod)
             wanted = self.requests_of(pending.desired)
             increases = any(wanted.get(n, 0) > current.get(n, 0) for n in (CPU, MEMORY))
             guaranteed = pending.desired.qos_class == "Guaranteed"
             return (int(increases), -pending.desired.priority, int(not guaranteed), pending.sequence)
 
-        return sorted(self.state.pending_resizes, key=key)
+        return sorted(self._state.pending_resizes, key=key)
 
     # ---------------------------------------------------------------- views
     def requests_of(self, pod: PodResources) -> dict[str, int]:
@@ -405,29 +449,34 @@ class NodeEngine:
     # ---------------------------------------------------------------- persistence
     def snapshot(self) -> dict[str, Any]:
         """The whole state as one JSON-able document (the enforcer checksums and persists it)."""
-        s = self.state
         return {
             "version": SNAPSHOT_VERSION,
             "node": self.config.name,
             "topology": self.topology.to_document(),
             "config": self.config.to_kubelet(),
             "compatibility": self.config.compatibility,
-            "cpu": s.cpu.to_dict(),
-            "memory": s.memory.to_dict(),
-            "pods": {
-                uid: {
-                    "pod": podcodec.to_dict(r.pod),
-                    "specHash": r.spec_hash,
-                    "hint": None if r.hint is None else {"mask": r.hint.mask, "preferred": r.hint.preferred},
-                    "sequence": r.sequence,
-                }
-                for uid, r in s.pods.items()
-            },
-            "pendingResizes": _pending_to_dict(s.pending_resizes),
-            "infeasibleResizes": _pending_to_dict(s.infeasible_resizes),
-            "counters": s.counters.to_dict(),
-            "sequence": s.sequence,
+            **_state_document(self._state),
         }
+
+    def snapshot_of(self, uids: Collection[str]) -> dict[str, Any]:
+        """The parts of :meth:`snapshot` that belong to ``uids`` plus the node-wide values, without the rest.
+
+        Every per-pod entry equals the one the full snapshot holds (the same serialisers run on the
+        managers' states restricted to these pods): the journal appends this as one change's patch.
+        """
+        s = self._state
+        wanted = set(uids)
+        return _state_document(
+            EngineState(
+                cpu=s.cpu.restricted_to(wanted),
+                memory=s.memory.restricted_to(wanted),
+                pods={u: s.pods[u] for u in wanted if u in s.pods},
+                pending_resizes={u: s.pending_resizes[u] for u in wanted if u in s.pending_resizes},
+                infeasible_resizes={u: s.infeasible_resizes[u] for u in wanted if u in s.infeasible_resizes},
+                counters=s.counters,
+                sequence=s.sequence,
+            )
+        )
 
     def restore(self, doc: dict[str, Any], *, cpu_state: CPUState, memory_state: MemoryState) -> None:
         """Replace the state with a snapshot's (manager states already decoded by the builder)."""
@@ -437,7 +486,7 @@ class NodeEngine:
             hint = None if hint_raw is None else TopologyHint(hint_raw["mask"], bool(hint_raw["preferred"]))
             pod = podcodec.from_dict(raw["pod"])
             pods[uid] = PodRecord(pod, _stored_spec_hash(raw, pod), hint, int(raw["sequence"]))
-        self.state = EngineState(
+        self._state = EngineState(
             cpu=cpu_state,
             memory=memory_state,
             pods=pods,
@@ -451,16 +500,16 @@ class NodeEngine:
     def check(self) -> list[str]:
         """Internal consistency: each manager's own checks plus cross-checks against the pod records."""
         problems: list[str] = []
-        problems += [f"cpu: {p}" for p in self.state.cpu.check(self.topology)]
-        problems += [f"memory: {p}" for p in self.state.memory.check(self.topology)]
-        recomputed = self._sum_requests(self.state.pods)
-        if self.state.used != recomputed:
-            problems.append(f"running total of requests {self.state.used} != {recomputed} summed over the pods")
-        known = set(self.state.pods)
-        for uid in self.cpu_policy.pod_uids(self.state.cpu):
+        problems += [f"cpu: {p}" for p in self._state.cpu.check(self.topology)]
+        problems += [f"memory: {p}" for p in self._state.memory.check(self.topology)]
+        recomputed = self._sum_requests(self._state.pods)
+        if self._state.used != recomputed:
+            problems.append(f"running total of requests {self._state.used} != {recomputed} summed over the pods")
+        known = set(self._state.pods)
+        for uid in self.cpu_policy.pod_uids(self._state.cpu):
             if uid not in known:
                 problems.append(f"cpu state holds CPUs for unknown pod {uid}")
-        for uid in self.memory_policy.pod_uids(self.state.memory):
+        for uid in self.memory_policy.pod_uids(self._state.memory):
             if uid not in known:
                 problems.append(f"memory state holds blocks for unknown pod {uid}")
         owners: dict[int, str] = {}
@@ -514,10 +563,35 @@ def _with_qos(pod: PodResources, qos_class: QOSClass | None) -> PodResources:
     )
 
 
-def _pending_to_dict(pending: dict[str, PendingResize]) -> dict[str, Any]:
+def _state_document(s: EngineState) -> dict[str, Any]:
+    """The state's part of a snapshot: the managers' checkpoints, the pods, the waiting resizes."""
     return {
-        uid: {"desired": podcodec.to_dict(p.desired), "reason": p.reason, "message": p.message, "sequence": p.sequence}
-        for uid, p in pending.items()
+        "cpu": s.cpu.to_dict(),
+        "memory": s.memory.to_dict(),
+        "pods": {uid: _pod_entry(r) for uid, r in s.pods.items()},
+        "pendingResizes": {uid: _resize_entry(p) for uid, p in s.pending_resizes.items()},
+        "infeasibleResizes": {uid: _resize_entry(p) for uid, p in s.infeasible_resizes.items()},
+        "counters": s.counters.to_dict(),
+        "sequence": s.sequence,
+    }
+
+
+def _pod_entry(record: PodRecord) -> dict[str, Any]:
+    hint = record.hint
+    return {
+        "pod": podcodec.to_dict(record.pod),
+        "specHash": record.spec_hash,
+        "hint": None if hint is None else {"mask": hint.mask, "preferred": hint.preferred},
+        "sequence": record.sequence,
+    }
+
+
+def _resize_entry(pending: PendingResize) -> dict[str, Any]:
+    return {
+        "desired": podcodec.to_dict(pending.desired),
+        "reason": pending.reason,
+        "message": pending.message,
+        "sequence": pending.sequence,
     }
 
 

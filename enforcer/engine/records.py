@@ -10,11 +10,13 @@ per-pod values are shared between copies and replaced, never mutated, once they 
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from enforcer.counters import AllocationCounters
-from enforcer.cpumanager.state import CPUState
-from enforcer.memorymanager.state import MemoryState
+from enforcer.cpumanager.state import CPUState, CPUStateView
+from enforcer.memorymanager.state import MemoryState, MemoryStateView
 from enforcer.topology.hints import TopologyHint
 from shared.resources import PodResources
 
@@ -37,6 +39,42 @@ class PendingResize:
     reason: str
     message: str
     sequence: int
+
+
+class EngineStateView(Protocol):
+    """The engine's state as every reader outside the engine sees it (``NodeEngine.state``).
+
+    Only the engine changes its state, and only by replacing it with a decision's working copy; a
+    reader that could write into the maps would change an allocation no decision made and no journal
+    recorded. So the service, the NRT exporter, the replica export and persistence get this read-only
+    shape (``Mapping`` maps, the managers' own views), and mypy refuses a write through it.
+    The counters are the one mutable object handed out: readers copy them (``AllocationCounters`` is a
+    bag of ``Counter`` maps the metrics exporter reads as a whole).
+    """
+
+    @property
+    def cpu(self) -> CPUStateView: ...
+
+    @property
+    def memory(self) -> MemoryStateView: ...
+
+    @property
+    def pods(self) -> Mapping[str, PodRecord]: ...
+
+    @property
+    def pending_resizes(self) -> Mapping[str, PendingResize]: ...
+
+    @property
+    def infeasible_resizes(self) -> Mapping[str, PendingResize]: ...
+
+    @property
+    def counters(self) -> AllocationCounters: ...
+
+    @property
+    def sequence(self) -> int: ...
+
+    @property
+    def used(self) -> Mapping[str, int]: ...
 
 
 @dataclass

@@ -72,9 +72,6 @@ class ResizeSubject(Protocol):
     @property
     def memory_policy(self) -> MemoryPolicy: ...
 
-    @property
-    def state(self) -> EngineState: ...
-
     def requests_of(self, pod: PodResources) -> dict[str, int]: ...
 
     def used_requests(self, *, excluding: str | None = None) -> dict[str, int]: ...
@@ -128,7 +125,7 @@ class _Plans:
     memory: MemoryResizePlan | None = None
 
 
-def _plan(engine: ResizeSubject, current: PodResources, desired: PodResources) -> _Plans:
+def _plan(engine: ResizeSubject, state: EngineState, current: PodResources, desired: PodResources) -> _Plans:
     """Each manager's plan (CPU manager first, the kubelet's provider order); raises when Infeasible."""
     if engine.config.compatibility != "extended":
         return _Plans()
@@ -137,14 +134,15 @@ def _plan(engine: ResizeSubject, current: PodResources, desired: PodResources) -
     memory_plan: MemoryResizePlan | None = None
     cpu_resizer, memory_resizer = engine.cpu_policy.resizer, engine.memory_policy.resizer
     if cpu_static and cpu_resizer is not None:
-        cpu_plan = cpu_resizer.plan_resize(engine.state.cpu, current, desired, alignment_of(engine.config))
+        cpu_plan = cpu_resizer.plan_resize(state.cpu, current, desired, alignment_of(engine.config))
     if memory_static and memory_resizer is not None:
-        memory_plan = memory_resizer.plan_resize(engine.state.memory, current, desired)
+        memory_plan = memory_resizer.plan_resize(state.memory, current, desired)
     return _Plans(cpu_plan, memory_plan)
 
 
-def decide(engine: ResizeSubject, current: PodResources, desired: PodResources) -> Verdict:
-    """Accepted (with the resized working state), Deferred or Infeasible, in the order of the module docstring."""
+def decide(engine: ResizeSubject, state: EngineState, current: PodResources, desired: PodResources) -> Verdict:
+    """Accepted (with the resized working copy of ``state``, the engine's committed state, which is never
+    changed here), Deferred or Infeasible, in the order of the module docstring."""
     refusal = _kubelet_refusal(engine, current, desired)
     if refusal is not None:
         return refusal
@@ -156,13 +154,13 @@ def decide(engine: ResizeSubject, current: PodResources, desired: PodResources) 
             short = fit.Shortfall(name, amount, 0, engine.allocatable.get(name, 0))
             return Verdict("Infeasible", REASON_INFEASIBLE, short.capacity_message())
     try:
-        plans = _plan(engine, current, desired)
+        plans = _plan(engine, state, current, desired)
     except AdmissionRejected as err:
         return Verdict("Infeasible", err.reason, err.message)
     shortfalls = fit.shortfalls(requested, engine.used_requests(excluding=desired.uid), engine.allocatable)
     if shortfalls:
         return Verdict("Deferred", REASON_DEFERRED, shortfalls[0].message())
-    work = engine.state.copy()
+    work = state.copy()
     try:
         if plans.cpu is not None:
             plans.cpu.apply(work.cpu)

@@ -23,9 +23,9 @@ checkpoint module's job.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from enforcer.errors import ConfigError
 from enforcer.topology.machine import CPUTopology
@@ -160,6 +160,36 @@ class Block:
         )
 
 
+class MemoryStateView(Protocol):
+    """What code outside the memory manager may read of a :class:`MemoryState` (maps as ``Mapping``,
+    block lists as ``Sequence``: mypy refuses a write through it; see ``CPUStateView`` for why)."""
+
+    @property
+    def policy_name(self) -> str: ...
+
+    @property
+    def machine_state(self) -> Mapping[int, NUMANodeState]: ...
+
+    @property
+    def entries(self) -> Mapping[str, Mapping[str, Sequence[Block]]]: ...
+
+    @property
+    def pod_entries(self) -> Mapping[str, Sequence[Block]]: ...
+
+    @property
+    def reusable(self) -> Mapping[str, Mapping[int, Mapping[str, int]]]: ...
+
+    def container_blocks(self, pod_uid: str, container_name: str) -> list[Block] | None: ...
+
+    def pod_blocks(self, pod_uid: str) -> list[Block] | None: ...
+
+    def charged_blocks(self) -> Iterable[tuple[str, str, Block]]: ...
+
+    def to_dict(self) -> dict[str, Any]: ...
+
+    def restricted_to(self, pod_uids: Collection[str]) -> MemoryState: ...
+
+
 @dataclass(slots=True)
 class MemoryState:
     """Everything the memory manager remembers, as the engine stores and checkpoints it.
@@ -251,6 +281,18 @@ class MemoryState:
                 }
             reusable[str(uid)] = per_mask
         return cls(name, machine, entries, pod_entries, reusable)
+
+    def restricted_to(self, pod_uids: Collection[str]) -> MemoryState:
+        """This state with only these pods' entries and reuse (the NUMA tables kept whole): the part of
+        a checkpoint a change to these pods rewrites; per-pod values are shared, as in :meth:`copy`."""
+        wanted = set(pod_uids)
+        return MemoryState(
+            policy_name=self.policy_name,
+            machine_state=self.machine_state,
+            entries={u: self.entries[u] for u in wanted if u in self.entries},
+            pod_entries={u: self.pod_entries[u] for u in wanted if u in self.pod_entries},
+            reusable={u: self.reusable[u] for u in wanted if u in self.reusable},
+        )
 
     # -- container and pod entries (the kubelet State reader/writer) ------------------
     def container_blocks(self, pod_uid: str, container_name: str) -> list[Block] | None:

@@ -551,7 +551,7 @@ class NodeService:
         return wire.resize_status("InProgress", reason=None, message=None, desired=engine.record(uid).pod, since=since)
 
     def _usage(self, engine: NodeEngine) -> wire.NodeUsage:
-        memory = engine.memory_policy.numa_memory(engine.state.memory)
+        memory = engine.numa_memory()
         return wire.NodeUsage(
             default_cpus=engine.default_cpus(), reserved_cpus=engine.cpu_policy.reserved_cpus, memory=memory
         )

@@ -79,7 +79,7 @@ def zone_name(numa_id: int) -> str:
 def cpu_amounts(topology: CPUTopology, engine: NodeEngine) -> dict[int, ResourceAmounts]:
     """Whole CPUs per NUMA node: all, not reserved, and not held by an exclusive container or a bubble."""
     reserved: CPUSet = engine.cpu_policy.reserved_cpus
-    held = held_cpus(engine)
+    held = engine.held_cpus()
     amounts: dict[int, ResourceAmounts] = {}
     for numa_id in topology.numa_ids:
         cpus = topology.cpus_in_numa_nodes([numa_id])
@@ -88,24 +88,9 @@ def cpu_amounts(topology: CPUTopology, engine: NodeEngine) -> dict[int, Resource
     return amounts
 
 
-def held_cpus(engine: NodeEngine) -> CPUSet:
-    """Every CPU an admitted pod keeps from others: exclusive container sets and KEP-5526 bubbles."""
-    policy, state = engine.cpu_policy, engine.state.cpu
-    mask = 0
-    for uid, record in engine.state.pods.items():
-        bubble: CPUSet | None = policy.pod_cpus(state, uid)
-        if bubble is not None:
-            mask |= bubble.mask
-        for container in record.pod.containers:
-            cpus: CPUSet | None = policy.container_cpus(state, uid, container.name)
-            if cpus is not None:
-                mask |= cpus.mask
-    return CPUSet.from_mask(mask)
-
-
 def memory_amounts(topology: CPUTopology, engine: NodeEngine) -> dict[int, dict[str, ResourceAmounts]]:
     """Bytes of memory and of each hugepages size per NUMA node (see the module docstring for ``None``)."""
-    tables = engine.memory_policy.numa_memory(engine.state.memory)
+    tables = engine.numa_memory()
     amounts: dict[int, dict[str, ResourceAmounts]] = {}
     for numa_id in topology.numa_ids:
         if tables:

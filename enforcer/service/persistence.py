@@ -37,15 +37,13 @@ Must not: take the service's lock (the caller holds it for :meth:`prepare` and
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
-from enforcer.engine import podcodec
 from enforcer.engine.node import NodeEngine
-from enforcer.engine.records import PendingResize, PodRecord
+from enforcer.engine.records import PodRecord
 from enforcer.state import journal
 
 log = logging.getLogger(__name__)
@@ -155,7 +153,7 @@ class EnginePersistence:
         dirty = set(touched) | self._pending | _resizing(engine)
         dirty.update(uid for uid, record in records.items() if self._records.get(uid) is not record)
         dirty.update(uid for uid in self._records if uid not in records)
-        fragment = fragment_document(engine, dirty)
+        fragment = engine.snapshot_of(dirty)
         ops: list[dict[str, Any]] = []
         for path in POD_KEYED:
             written = _at(self._document, path)
@@ -196,63 +194,6 @@ class EnginePersistence:
                 "journal drift: the patched state differed from the engine's snapshot; the compaction repaired it",
                 extra={"fields": differing[:10]},
             )
-
-
-def fragment_document(engine: NodeEngine, uids: Collection[str]) -> dict[str, Any]:
-    """The parts of ``engine.snapshot()`` that belong to ``uids`` plus the node-wide values, without the rest.
-
-    Every per-pod entry equals the one the full snapshot holds (the managers'
-    serialisers run on a copy of their state restricted to these pods).
-    """
-    state = engine.state
-    wanted = set(uids)
-    cpu = state.cpu
-    cpu_part = dataclasses.replace(
-        cpu,
-        entries={u: cpu.entries[u] for u in wanted if u in cpu.entries},
-        pod_entries={u: cpu.pod_entries[u] for u in wanted if u in cpu.pod_entries},
-        originals={u: cpu.originals[u] for u in wanted if u in cpu.originals},
-        reusable={},
-    )
-    memory = state.memory
-    memory_part = dataclasses.replace(
-        memory,
-        entries={u: memory.entries[u] for u in wanted if u in memory.entries},
-        pod_entries={u: memory.pod_entries[u] for u in wanted if u in memory.pod_entries},
-        reusable={u: memory.reusable[u] for u in wanted if u in memory.reusable},
-    )
-    return {
-        "cpu": cpu_part.to_dict(),
-        "memory": memory_part.to_dict(),
-        "pods": {u: pod_entry(state.pods[u]) for u in wanted if u in state.pods},
-        "pendingResizes": {u: resize_entry(state.pending_resizes[u]) for u in wanted if u in state.pending_resizes},
-        "infeasibleResizes": {
-            u: resize_entry(state.infeasible_resizes[u]) for u in wanted if u in state.infeasible_resizes
-        },
-        "counters": state.counters.to_dict(),
-        "sequence": state.sequence,
-    }
-
-
-def pod_entry(record: PodRecord) -> dict[str, Any]:
-    """A pod's entry of the snapshot's ``pods`` map (the layout ``NodeEngine.snapshot``/``restore`` use)."""
-    hint = record.hint
-    return {
-        "pod": podcodec.to_dict(record.pod),
-        "specHash": record.spec_hash,
-        "hint": None if hint is None else {"mask": hint.mask, "preferred": hint.preferred},
-        "sequence": record.sequence,
-    }
-
-
-def resize_entry(pending: PendingResize) -> dict[str, Any]:
-    """An entry of ``pendingResizes``/``infeasibleResizes`` as the snapshot writes it."""
-    return {
-        "desired": podcodec.to_dict(pending.desired),
-        "reason": pending.reason,
-        "message": pending.message,
-        "sequence": pending.sequence,
-    }
 
 
 def normalised(document: Mapping[str, Any]) -> dict[str, Any]:

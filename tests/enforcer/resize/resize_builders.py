@@ -131,7 +131,7 @@ def single(name: str, cpu: str, memory: str = "1Gi", **kw: Any) -> PodResources:
 
 
 def cpus_of(engine: NodeEngine, pod_name: str, container_name: str = "c") -> CPUSet:
-    cpus = engine.cpu_policy.container_cpus(engine.state.cpu, f"default/{pod_name}", container_name)
+    cpus = engine.state.cpu.container_cpus(f"default/{pod_name}", container_name)
     assert cpus is not None
     return cpus
 

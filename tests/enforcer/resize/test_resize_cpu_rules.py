@@ -15,6 +15,7 @@ from resize_builders import (
     single,
 )
 
+from enforcer.engine import builder
 from shared.cpuset import CPUSet
 
 
@@ -62,9 +63,11 @@ def test_moving_a_shared_container_to_exclusive_cpus_is_inconsistent() -> None:
 
 
 def test_an_exclusive_container_without_a_recorded_original_cannot_be_resized() -> None:
-    node = engine()
-    admitted(node, single("db", "2"))
-    node.state.cpu.originals.clear()  # a state written before originals were kept
+    written = engine()
+    admitted(written, single("db", "2"))
+    document = written.snapshot()
+    del document["cpu"]["originals"]  # a state written before originals were kept
+    node = builder.restore(written.topology, written.config, document)
     result = node.resize(single("db", "4"))
     assert (result.status, result.reason) == ("Infeasible", "getOriginalCPUSetError")
     assert result.message == (
