@@ -257,4 +257,3 @@ def test_a_trial_decides_as_admit_and_commits_nothing(
     else:
         assert trial.state is committed
         assert twin.snapshot()["cpu"] == before["cpu"] and twin.snapshot()["memory"] == before["memory"]
-
