@@ -265,9 +265,12 @@ def latency(
     The first pod of each workload is timed apart (``first_of_shape``): it finds nothing cached and
     costs one engine dry run per node state.  Later pods of a workload find their answers prepared
     on every replica the poller installed since (``Extender.prepare``)."""
+    stack = contextlib.ExitStack()
+    # the collector as `numaguard extender` sets it (replicas arrive after it); over HTTPS this process
+    # is the load generator and holds 100 engines too: its full collections are not the extender's latency
+    stack.enter_context(_serving_gc())
     cluster, rng = prefilled(nodes, prefill, seed)
     templates = workloads(rng, shapes)
-    stack = contextlib.ExitStack()
     if https:
         call, bind_remote = stack.enter_context(_over_https(nodes, prefill, seed))
     else:
@@ -318,6 +321,23 @@ def latency(
         max(first_times) * 1000,
         statistics.median(refresh_times) * 1000 if refresh_times else 0.0,
     )
+
+
+@contextlib.contextmanager
+def _serving_gc() -> Iterator[None]:
+    """``servicekit.gc_tuning.tune_for_serving`` for one measurement, undone afterwards (the bench's
+    other sections run in the same process with the interpreter's defaults)."""
+    import gc
+
+    from servicekit import gc_tuning
+
+    thresholds = gc.get_threshold()
+    gc_tuning.tune_for_serving()
+    try:
+        yield
+    finally:
+        gc.set_threshold(*thresholds)
+        gc.unfreeze()
 
 
 def _in_process(cluster: Cluster) -> Any:
@@ -398,8 +418,9 @@ def serve_child(port: int, certs_dir: str, nodes: int, prefill: int, seed: int) 
     from pathlib import Path
 
     from extender import main as extender_main
-    from servicekit import certs, serve, tls
+    from servicekit import certs, gc_tuning, serve, tls
 
+    gc_tuning.tune_for_serving()  # as `numaguard extender` does at start-up, before any replica arrives
     cluster, _ = prefilled(nodes, prefill, seed)
     app = extender_main.create_app(extender_main.Components(extender=cluster.extender))
 
