@@ -332,7 +332,7 @@ def _serving_gc() -> Iterator[None]:
     from servicekit import gc_tuning
 
     thresholds = gc.get_threshold()
-    gc_tuning.tune_for_serving()
+    gc_tuning.tune_for_serving(gc_tuning.ANSWER_CACHING)
     try:
         yield
     finally:
@@ -420,7 +420,7 @@ def serve_child(port: int, certs_dir: str, nodes: int, prefill: int, seed: int) 
     from extender import main as extender_main
     from servicekit import certs, gc_tuning, serve, tls
 
-    gc_tuning.tune_for_serving()  # as `numaguard extender` does at start-up, before any replica arrives
+    gc_tuning.tune_for_serving(gc_tuning.ANSWER_CACHING)  # as `numaguard extender` does, before any replica
     cluster, _ = prefilled(nodes, prefill, seed)
     app = extender_main.create_app(extender_main.Components(extender=cluster.extender))
 

@@ -67,7 +67,7 @@ def run(args: argparse.Namespace) -> int:
         return 2
     json_logging.configure(config.log_level)
     app = main.create_app(components, max_body_bytes=config.max_body_bytes)
-    gc_tuning.tune_for_serving()  # replicas and cached answers stay out of the request path's GC passes
+    gc_tuning.tune_for_serving(gc_tuning.ANSWER_CACHING)  # see servicekit.gc_tuning
     return serve.serve(
         app,
         host=host,

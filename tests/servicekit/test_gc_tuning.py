@@ -24,12 +24,16 @@ def restored_gc() -> Iterator[None]:
 def test_serving_freezes_the_start_up_heap_and_raises_the_thresholds() -> None:
     alive = [[index] for index in range(1000)]  # long-lived containers built at start-up
     gc_tuning.tune_for_serving()
-    assert gc.get_threshold() == (
-        gc_tuning.YOUNG_THRESHOLD,
-        gc_tuning.MIDDLE_THRESHOLD,
-        gc_tuning.OLD_THRESHOLD,
-    )
+    assert gc.get_threshold() == gc_tuning.REQUEST_HEAVY
     assert gc.get_freeze_count() >= len(alive)  # out of every later collection's scan
+
+
+@pytest.mark.usefixtures("restored_gc")
+def test_the_extenders_profile_keeps_young_collections_small() -> None:
+    gc_tuning.tune_for_serving(gc_tuning.ANSWER_CACHING)
+    assert gc.get_threshold() == gc_tuning.ANSWER_CACHING
+    assert gc_tuning.ANSWER_CACHING.young < gc_tuning.REQUEST_HEAVY.young  # young collections scan little
+    assert gc_tuning.ANSWER_CACHING.old >= 100 * gc.get_threshold()[1]  # full collections are rare
 
 
 @pytest.mark.usefixtures("restored_gc")
