@@ -48,3 +48,5 @@ def test_the_latency_measure_runs_and_binds_what_the_extender_chose() -> None:
 
     result = latency(nodes=10, pods=12, shapes=3, prefill=10)  # a smoke run: no duration is asserted
     assert result.calls > 0 and result.nodes == 10
+    # 3 workloads, all among the shapes every new replica is prepared for: no dry run after each first pod
+    assert result.later_dry_runs == 0
