@@ -442,6 +442,26 @@ def serve_child(port: int, certs_dir: str, nodes: int, prefill: int, seed: int) 
     return serve.serve(app, host="127.0.0.1", port=port, ssl_context_factory=lambda: context, log_level="warning")
 
 
+def dry_run_cpu(*, nodes: int = 100, shapes: int = 8, passes: int = 3) -> float:
+    """CPU milliseconds per engine dry run (min over ``passes``): ``shapes`` workloads on every replica of
+    :func:`prefilled` (what the first pod of a workload costs per node state; ``time.process_time``)."""
+    from extender import engine_adapter
+    from extender.decide import prepared_pod
+
+    cluster, rng = prefilled(nodes, 300, 11)
+    pods = [prepared_pod(parse_pod(raw), gate=True) for raw in workloads(rng, shapes)]
+    engines = [replica.engine for replica in (cluster.store.view(n).replica for n in cluster.names) if replica]
+    best = float("inf")
+    for _ in range(passes):
+        started = time.process_time()
+        for pod in pods:
+            if pod is not None:
+                for engine in engines:
+                    engine_adapter.dry_run(engine, pod)
+        best = min(best, (time.process_time() - started) / (len(pods) * len(engines)))
+    return best * 1000
+
+
 def table_rows(*, quick: bool = False) -> list[dict[str, str]]:
     pods = 200 if quick else 500
     off = simulate_burst(pods=pods, extender=False)
@@ -482,7 +502,7 @@ def table_rows(*, quick: bool = False) -> list[dict[str, str]]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--quick", action="store_true")
-    parser.add_argument("mode", nargs="?", choices=("run", "serve"), default="run")
+    parser.add_argument("mode", nargs="?", choices=("run", "serve", "dry-runs"), default="run")
     parser.add_argument("--port", type=int)
     parser.add_argument("--certs")
     parser.add_argument("--nodes", type=int, default=100)
@@ -491,6 +511,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.mode == "serve":
         return serve_child(args.port, args.certs, args.nodes, args.prefill, args.seed)
+    if args.mode == "dry-runs":
+        print(f"CPU per engine dry run at {args.nodes} nodes: {dry_run_cpu(nodes=args.nodes):.3f} ms (min of 3 passes)")
+        return 0
     for row in table_rows(quick=args.quick):
         print(" | ".join(row[k] for k in ("section", "case", "ours", "reference", "check")))
     return 0

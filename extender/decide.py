@@ -265,6 +265,12 @@ def _parse(raw: Any) -> Pod:
         raise wire.MalformedArgs(f"ExtenderArgs.{where}{err.message}") from None
 
 
+def prepared_pod(pod: Pod, *, gate: bool) -> PodResources | None:
+    """The engine's view of ``pod`` that a node with the PodLevelResources gate at ``gate`` dry-runs, or None
+    when the pod needs no alignment there (raises wire.MalformedArgs for a pod that does not convert)."""
+    return _needs_alignment(pod, {}, gate)
+
+
 def _needs_alignment(pod: Pod, converted: dict[bool, PodResources | None], gate: bool) -> PodResources | None:
     """The engine's view of the pod when a node could pin anything for it (Guaranteed QoS), else None.
 
