@@ -31,6 +31,11 @@ settings), and the allocation latencies of the first and the last
 incremental reconciles, the last ones should cost what the first ones did.
 ``--enforcer-root DIR`` runs the enforcer from another checkout (for a side by
 side comparison with an older build; the client and this bench stay the same).
+``--floor`` adds, per concurrency, a held pod's allocation sent again and again
+(answered 200 from what is held: TLS, HTTP, the framework, authentication and
+parsing, no decision and no write): the stack's own cost per request.  Every
+row also gives the enforcer process's CPU time per request (all threads, from
+``/proc``), the figure a shared machine disturbs least.
 
 This module is a measuring tool: it must not be imported by product code or by tests.
 """
@@ -457,7 +462,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--floor", action="store_true", help="also re-send a held pod's allocation (no decision, no write)"
     )
+    parser.add_argument(
+        "--repost-in-process", action="store_true", help="function calls and CPU per re-sent allocation, in-process"
+    )
     args = parser.parse_args(argv)
+    if args.repost_in_process:
+        calls, cpu_ms = repost_in_process()
+        print(f"re-sent allocation through the ASGI app: {calls:.0f} function calls, {cpu_ms:.3f} ms CPU per request")
+        return 0
     if args.held_split:
         return _print_split(held_split(args.held_split, freeze=not args.no_freeze))
     if args.held:
@@ -476,6 +488,86 @@ def main(argv: list[str] | None = None) -> int:
     verdict = "meets" if at_16.p99_ms <= TARGET_P99_MS_AT_16 else "misses"
     print(f"allocation p99 at 16 clients: {at_16.p99_ms:.2f} ms ({verdict} the {TARGET_P99_MS_AT_16:g} ms target)")
     return 0
+
+
+def repost_in_process(requests: int = 2000, passes: int = 5) -> tuple[float, float]:
+    """A held pod's allocation re-sent through the enforcer's ASGI app in this process (no TLS, no uvicorn):
+    Python function calls per request (deterministic, from ``cProfile``) and CPU ms per request (min of
+    ``passes``).  The framework, authentication (a webhook certificate in the scope), parsing, the
+    lock and the answer: what the allocation routes cost before the decision and the write.
+
+    Runs whatever ``enforcer`` this interpreter imports: ``PYTHONPATH=<other checkout> python
+    bench/bench_enforcer.py --repost-in-process`` measures another build with the same driver."""
+    import cProfile
+    import pstats
+
+    from enforcer.cgroups import recording
+    from enforcer.service import main as service_main
+    from enforcer.service import settings as service_settings
+
+    peer = {
+        "common_name": certs.WEBHOOK_CLIENT_IDENTITY, "subject": {}, "issuer": {}, "serial_number": "1",
+        "not_before": "", "not_after": "", "dns_names": [], "extended_key_usages": [tls.CLIENT_AUTH_USAGE],
+    }  # fmt: skip
+    pod = _pod(0)
+    body = json.dumps({"pod": pod, "nodeName": "node-a"}).encode()
+    scope = {
+        "type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": "POST", "scheme": "https",
+        "path": "/allocations", "raw_path": b"/allocations", "query_string": b"", "root_path": "",
+        "headers": [(b"host", b"localhost"), (b"content-length", str(len(body)).encode()),
+                    (b"content-type", b"application/json")],
+        "client": ("127.0.0.1", 1), "server": ("127.0.0.1", 8443), "extensions": {tls.SCOPE_PEER_EXTENSION: peer},
+    }  # fmt: skip
+
+    async def post(app: Any) -> int:
+        delivered = False
+        status = 0
+
+        async def receive() -> dict[str, Any]:
+            nonlocal delivered
+            if delivered:
+                await asyncio.Event().wait()  # the request has no more body; nothing disconnects
+            delivered = True
+            return {"type": "http.request", "body": body, "more_body": False}
+
+        async def send(message: dict[str, Any]) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+
+        await app(dict(scope), receive, send)
+        return status
+
+    async def measure(workdir: Path) -> tuple[float, float]:
+        node = yaml.safe_load(SEED_SCENARIO.read_text())["node"]
+        settings = service_settings.load(
+            env={},
+            overrides={
+                "node_name": "node-a", "kubelet": node["kubelet"], "topology_file": TOPOLOGY,
+                "state_dir": workdir / "state", "standalone": True, "dry_run_cgroups": True, "reconcile_interval": 0,
+            },
+        )  # fmt: skip
+        app = service_main.create_app(settings, cgroup_driver=recording.RecordingCgroupDriver(auto_create=True))
+        async with app.router.lifespan_context(app):
+            if await post(app) != 201:
+                raise RuntimeError("the first allocation was refused")
+            profile = cProfile.Profile()
+            profile.enable()
+            for _ in range(100):
+                await post(app)
+            profile.disable()
+            calls = pstats.Stats(profile).total_calls / 100  # type: ignore[attr-defined]
+            best = float("inf")
+            for _ in range(passes):
+                started = time.process_time()
+                for _ in range(requests):
+                    if await post(app) != 200:
+                        raise RuntimeError("a re-sent allocation was not answered 200")
+                best = min(best, (time.process_time() - started) / requests)
+            return calls, best * 1000
+
+    with tempfile.TemporaryDirectory(prefix="bench-enforcer-repost-") as workdir:
+        return asyncio.run(measure(Path(workdir)))
 
 
 def held_split(pods: int = HELD_PODS, *, freeze: bool = True) -> dict[str, tuple[float, float]]:

@@ -22,3 +22,8 @@ def test_the_floor_rows_come_with_the_allocation_rows() -> None:
     ]
     assert all(r.requests == r.clients for r in rows)  # one measured request per client, none failed
     assert all(r.server_cpu_ms is not None and r.server_cpu_ms >= 0 for r in rows)
+
+
+def test_the_in_process_re_post_measure_runs() -> None:
+    calls, cpu_ms = bench_enforcer.repost_in_process(requests=3, passes=1)
+    assert calls > 0 and cpu_ms > 0  # a smoke run: neither figure is asserted
