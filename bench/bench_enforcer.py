@@ -31,6 +31,11 @@ settings), and the allocation latencies of the first and the last
 incremental reconciles, the last ones should cost what the first ones did.
 ``--enforcer-root DIR`` runs the enforcer from another checkout (for a side by
 side comparison with an older build; the client and this bench stay the same).
+``--floor`` adds, per concurrency, a held pod's allocation sent again and again
+(answered 200 from what is held: TLS, HTTP, the framework, authentication and
+parsing, no decision and no write): the stack's own cost per request.  Every
+row also gives the enforcer process's CPU time per request (all threads, from
+``/proc``), the figure a shared machine disturbs least.
 
 This module is a measuring tool: it must not be imported by product code or by tests.
 """
@@ -40,6 +45,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import dataclasses
 import gc
 import json
 import os
@@ -59,6 +65,7 @@ from typing import Any
 import httpx
 import yaml
 
+from bench import proc
 from servicekit import certs, tls
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -83,6 +90,7 @@ class Row:
     p99_ms: float
     max_ms: float
     per_second: float
+    server_cpu_ms: float | None = None  # the enforcer process's CPU time (all threads) per request
 
 
 def _free_port() -> int:
@@ -114,7 +122,8 @@ def _synthetic_topology(workdir: Path) -> Path:
 @contextlib.contextmanager
 def enforcer_process(
     workdir: Path, *, topology: Path = TOPOLOGY, root: Path = ROOT
-) -> Iterator[tuple[str, certs.Bundle]]:
+) -> Iterator[tuple[str, certs.Bundle, int]]:
+    """The enforcer in a process of its own: its base URL, the certificates, its pid (for its CPU time)."""
     bundle = certs.issue_bundle(workdir / "certs")
     node = yaml.safe_load(SEED_SCENARIO.read_text())["node"]
     node["topologyFile"] = str(topology)
@@ -135,7 +144,7 @@ def enforcer_process(
     base_url = f"https://localhost:{port}"
     try:
         _wait_ready(base_url, bundle, process)
-        yield base_url, bundle
+        yield base_url, bundle, process.pid
     finally:
         process.terminate()
         process.wait(timeout=30)
@@ -257,16 +266,70 @@ async def _measure(base_url: str, bundle: certs.Bundle, clients: int, repeats: i
     return [_row(clients, "allocate", allocate, elapsed), _row(clients, "release", release, elapsed)]
 
 
-def run(repeats: int = 200, client: str = "raw", *, root: Path = ROOT) -> list[Row]:
-    """Rows for 1 and 16 concurrent clients: allocation and release latency percentiles."""
+async def _repost_client(
+    base_url: str, bundle: certs.Bundle, index: int, repeats: int, latencies: list[float], kind: str
+) -> None:
+    """Allocate one pod, then send the same allocation again and again: each answer is the idempotent
+    one (200, the allocation held), which runs everything but the decision and the durable write."""
+    identity = "webhook-client"
+    context = tls.client_context(bundle.cert("ca"), cert=bundle.cert(identity), key=bundle.key(identity))
+    client = await CLIENTS[kind].connect(base_url, context)
+    pod = _pod(900_000_000 + index)
+    body = json.dumps({"pod": pod, "nodeName": "node-a"}).encode()
+    try:
+        status, answer = await client.request("POST", "/allocations", body)
+        if status != 201:
+            raise RuntimeError(f"allocation failed: {status} {answer!r}")
+        for round_ in range(WARMUP + repeats):
+            started = time.perf_counter()
+            status, answer = await client.request("POST", "/allocations", body)
+            if status != 200:
+                raise RuntimeError(f"re-allocation failed: {status} {answer!r}")
+            if round_ >= WARMUP:
+                latencies.append(time.perf_counter() - started)
+        await client.request("DELETE", f"/allocations/{pod['metadata']['uid']}")
+    finally:
+        await client.close()
+
+
+async def _measure_floor(base_url: str, bundle: certs.Bundle, clients: int, repeats: int, kind: str) -> Row:
+    latencies: list[float] = []
+    started = time.perf_counter()
+    await asyncio.gather(*(_repost_client(base_url, bundle, i, repeats, latencies, kind) for i in range(clients)))
+    return _row(clients, "re-post", latencies, time.perf_counter() - started)
+
+
+def run(repeats: int = 200, client: str = "raw", *, root: Path = ROOT, floor: bool = False) -> list[Row]:
+    """Rows for 1 and 16 concurrent clients: allocation and release latency percentiles.
+
+    ``floor``: also the idempotent re-allocation of a held pod (``re-post``): TLS, HTTP, the framework,
+    authentication, parsing the pod and the answer, but no decision and no write; what the stack
+    costs per request before the enforcer does any work."""
     rows: list[Row] = []
     with (
         tempfile.TemporaryDirectory(prefix="bench-enforcer-") as workdir,
-        enforcer_process(Path(workdir), root=root) as (base_url, bundle),
+        enforcer_process(Path(workdir), root=root) as (base_url, bundle, pid),
     ):
         for clients in CONCURRENCY:
-            rows += asyncio.run(_measure(base_url, bundle, clients, repeats, client))
+            before = proc.cpu_seconds(pid)
+            measured = asyncio.run(_measure(base_url, bundle, clients, repeats, client))
+            rows += _with_server_cpu(measured, proc.cpu_seconds(pid) - before, repeats)
+            if floor:
+                before = proc.cpu_seconds(pid)
+                measured = [asyncio.run(_measure_floor(base_url, bundle, clients, repeats, client))]
+                rows += _with_server_cpu(measured, proc.cpu_seconds(pid) - before, repeats)
     return rows
+
+
+def _with_server_cpu(rows: list[Row], spent: float, repeats: int) -> list[Row]:
+    """``rows`` with the enforcer's CPU time (``spent`` seconds, every thread) per request sent.
+
+    Every client sends ``WARMUP`` unmeasured rounds before its ``repeats`` measured ones, and the
+    CPU time covers both, so the requests counted are the rows' times ``(WARMUP + repeats) / repeats``.
+    CPU time is what a shared machine changes least: other processes delay the enforcer, they do not
+    make it compute more (cache and frequency effects aside)."""
+    sent = sum(r.requests for r in rows) * (WARMUP + repeats) / repeats
+    return [dataclasses.replace(r, server_cpu_ms=spent / sent * 1000) for r in rows]
 
 
 @dataclass(frozen=True)
@@ -332,7 +395,7 @@ def held_curve(pods: int = HELD_PODS, *, repeats: int = 1, root: Path = ROOT) ->
     for _ in range(repeats):  # a fresh enforcer and state each run
         with tempfile.TemporaryDirectory(prefix="bench-enforcer-held-") as workdir:
             topology = _synthetic_topology(Path(workdir))
-            with enforcer_process(Path(workdir), topology=topology, root=root) as (base_url, bundle):
+            with enforcer_process(Path(workdir), topology=topology, root=root) as (base_url, bundle, _):
                 runs.append(asyncio.run(_hold(base_url, bundle, pods)))
     return HeldCurve(tuple(runs))
 
@@ -396,22 +459,115 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--enforcer-root", type=Path, default=ROOT, help="run the enforcer from this checkout")
     parser.add_argument("--held-split", type=int, metavar="PODS", help="the curve's CPU time by part, in-process")
     parser.add_argument("--no-freeze", action="store_true", help="--held-split without the start-up gc.freeze()")
+    parser.add_argument(
+        "--floor", action="store_true", help="also re-send a held pod's allocation (no decision, no write)"
+    )
+    parser.add_argument(
+        "--repost-in-process", action="store_true", help="function calls and CPU per re-sent allocation, in-process"
+    )
     args = parser.parse_args(argv)
+    if args.repost_in_process:
+        calls, cpu_ms = repost_in_process()
+        print(f"re-sent allocation through the ASGI app: {calls:.0f} function calls, {cpu_ms:.3f} ms CPU per request")
+        return 0
     if args.held_split:
         return _print_split(held_split(args.held_split, freeze=not args.no_freeze))
     if args.held:
         return _print_held(held_curve(args.held, repeats=args.held_repeats, root=args.enforcer_root.resolve()))
-    rows = run(args.repeats, args.client, root=args.enforcer_root.resolve())
-    print(f"{'clients':>7} {'operation':>9} {'requests':>8} {'p50 ms':>8} {'p99 ms':>8} {'max ms':>8} {'per s':>8}")
+    rows = run(args.repeats, args.client, root=args.enforcer_root.resolve(), floor=args.floor)
+    print(
+        f"{'clients':>7} {'operation':>9} {'requests':>8} {'p50 ms':>8} {'p99 ms':>8} {'max ms':>8} {'per s':>8} "
+        f"{'server CPU ms/request':>22}"
+    )
     for row in rows:
         print(
             f"{row.clients:>7} {row.operation:>9} {row.requests:>8} {row.p50_ms:>8.2f} {row.p99_ms:>8.2f} "
-            f"{row.max_ms:>8.2f} {row.per_second:>8.0f}"
+            f"{row.max_ms:>8.2f} {row.per_second:>8.0f} {row.server_cpu_ms or 0:>22.3f}"
         )
     at_16 = next(r for r in rows if r.clients == 16 and r.operation == "allocate")
     verdict = "meets" if at_16.p99_ms <= TARGET_P99_MS_AT_16 else "misses"
     print(f"allocation p99 at 16 clients: {at_16.p99_ms:.2f} ms ({verdict} the {TARGET_P99_MS_AT_16:g} ms target)")
     return 0
+
+
+def repost_in_process(requests: int = 2000, passes: int = 5) -> tuple[float, float]:
+    """A held pod's allocation re-sent through the enforcer's ASGI app in this process (no TLS, no uvicorn):
+    Python function calls per request (deterministic, from ``cProfile``) and CPU ms per request (min of
+    ``passes``).  The framework, authentication (a webhook certificate in the scope), parsing, the
+    lock and the answer: what the allocation routes cost before the decision and the write.
+
+    Runs whatever ``enforcer`` this interpreter imports: ``PYTHONPATH=<other checkout> python
+    bench/bench_enforcer.py --repost-in-process`` measures another build with the same driver."""
+    import cProfile
+    import pstats
+
+    from enforcer.cgroups import recording
+    from enforcer.service import main as service_main
+    from enforcer.service import settings as service_settings
+
+    peer = {
+        "common_name": certs.WEBHOOK_CLIENT_IDENTITY, "subject": {}, "issuer": {}, "serial_number": "1",
+        "not_before": "", "not_after": "", "dns_names": [], "extended_key_usages": [tls.CLIENT_AUTH_USAGE],
+    }  # fmt: skip
+    pod = _pod(0)
+    body = json.dumps({"pod": pod, "nodeName": "node-a"}).encode()
+    scope = {
+        "type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": "POST", "scheme": "https",
+        "path": "/allocations", "raw_path": b"/allocations", "query_string": b"", "root_path": "",
+        "headers": [(b"host", b"localhost"), (b"content-length", str(len(body)).encode()),
+                    (b"content-type", b"application/json")],
+        "client": ("127.0.0.1", 1), "server": ("127.0.0.1", 8443), "extensions": {tls.SCOPE_PEER_EXTENSION: peer},
+    }  # fmt: skip
+
+    async def post(app: Any) -> int:
+        delivered = False
+        status = 0
+
+        async def receive() -> dict[str, Any]:
+            nonlocal delivered
+            if delivered:
+                await asyncio.Event().wait()  # the request has no more body; nothing disconnects
+            delivered = True
+            return {"type": "http.request", "body": body, "more_body": False}
+
+        async def send(message: dict[str, Any]) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+
+        await app(dict(scope), receive, send)
+        return status
+
+    async def measure(workdir: Path) -> tuple[float, float]:
+        node = yaml.safe_load(SEED_SCENARIO.read_text())["node"]
+        settings = service_settings.load(
+            env={},
+            overrides={
+                "node_name": "node-a", "kubelet": node["kubelet"], "topology_file": TOPOLOGY,
+                "state_dir": workdir / "state", "standalone": True, "dry_run_cgroups": True, "reconcile_interval": 0,
+            },
+        )  # fmt: skip
+        app = service_main.create_app(settings, cgroup_driver=recording.RecordingCgroupDriver(auto_create=True))
+        async with app.router.lifespan_context(app):
+            if await post(app) != 201:
+                raise RuntimeError("the first allocation was refused")
+            profile = cProfile.Profile()
+            profile.enable()
+            for _ in range(100):
+                await post(app)
+            profile.disable()
+            calls = pstats.Stats(profile).total_calls / 100  # type: ignore[attr-defined]
+            best = float("inf")
+            for _ in range(passes):
+                started = time.process_time()
+                for _ in range(requests):
+                    if await post(app) != 200:
+                        raise RuntimeError("a re-sent allocation was not answered 200")
+                best = min(best, (time.process_time() - started) / requests)
+            return calls, best * 1000
+
+    with tempfile.TemporaryDirectory(prefix="bench-enforcer-repost-") as workdir:
+        return asyncio.run(measure(Path(workdir)))
 
 
 def held_split(pods: int = HELD_PODS, *, freeze: bool = True) -> dict[str, tuple[float, float]]:

@@ -126,8 +126,9 @@ class Extender:
         self._cache = _Cache(cache_entries)
         self._twins: dict[str, NodeEngine] = {}  # config_key -> an empty engine of that machine and configuration
         self._seen: set[str] = set()
-        # the pod shapes asked about lately (shape -> the pod as each gate value reads it), for prepare()
-        self._recent: OrderedDict[tuple[bool, str], PodResources] = OrderedDict()
+        # per PodLevelResources gate value, the pod shapes asked about lately (shape -> the pod as that
+        # gate reads it), most recent last, for prepare()
+        self._recent: dict[bool, OrderedDict[str, PodResources]] = {True: OrderedDict(), False: OrderedDict()}
         self._recent_lock = threading.Lock()
         store.prepare = self.prepare  # new replicas arrive with the recent shapes answered
 
@@ -217,21 +218,25 @@ class Extender:
         before costs a dry run per node on the request path."""
         gate = replica.engine.config.gates.pod_level_resources
         with self._recent_lock:
-            recent = [(shape, pod) for (g, shape), pod in reversed(self._recent.items()) if g == gate]
-        for shape, pod in recent[:PREPARED_SHAPES]:
+            recent = list(reversed(self._recent[gate].items()))
+        for shape, pod in recent:
             key = (replica.state_key, shape)
             if self._cache.peek(key) is None:
                 self._cache.put(key, engine_adapter.dry_run(replica.engine, pod))
 
     def _remember(self, converted: dict[bool, PodResources | None], shapes: dict[bool, str]) -> None:
+        """Note the pod's shape under each gate value; each gate keeps its own :data:`PREPARED_SHAPES`.
+
+        (One bound over both gates kept only the last 4 pods' shapes, as a pod has a shape per gate.)"""
         with self._recent_lock:
             for gate, shape in shapes.items():
                 pod = converted[gate]
                 assert pod is not None
-                self._recent[(gate, shape)] = pod
-                self._recent.move_to_end((gate, shape))
-            while len(self._recent) > PREPARED_SHAPES:
-                self._recent.popitem(last=False)
+                recent = self._recent[gate]
+                recent[shape] = pod
+                recent.move_to_end(shape)
+                while len(recent) > PREPARED_SHAPES:
+                    recent.popitem(last=False)
 
     def _twin_dry_run(self, replica: NodeReplica, pod: PodResources) -> DryRun:
         twin = self._twins.get(replica.config_key)
@@ -258,6 +263,12 @@ def _parse(raw: Any) -> Pod:
     except DomainError as err:
         where = f"Pod.{err.field}: " if err.field else "Pod: "
         raise wire.MalformedArgs(f"ExtenderArgs.{where}{err.message}") from None
+
+
+def prepared_pod(pod: Pod, *, gate: bool) -> PodResources | None:
+    """The engine's view of ``pod`` that a node with the PodLevelResources gate at ``gate`` dry-runs, or None
+    when the pod needs no alignment there (raises wire.MalformedArgs for a pod that does not convert)."""
+    return _needs_alignment(pod, {}, gate)
 
 
 def _needs_alignment(pod: Pod, converted: dict[bool, PodResources | None], gate: bool) -> PodResources | None:

@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import threading
+from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
 
@@ -61,10 +63,47 @@ class DryRun:
     usage_after: tuple[tuple[int, NumaUsage], ...] = ()  # per NUMA node, after the pod was placed
 
 
+MACHINE_CACHE_ENTRIES = 256
+"""Distinct machine models kept for reuse: far more than the node kinds of a cluster."""
+
+
+class _Machines:
+    """One :class:`~enforcer.topology.machine.CPUTopology` object per distinct topology document.
+
+    Why: the engine's per-machine indexes (``cpumanager.topology_index``, :func:`_layout`) are cached
+    by the topology object's identity, with a bound of a few dozen entries.  Decoding every replica
+    into a topology object of its own made 100 replicas of 8 machine kinds 100 objects, so those
+    caches thrashed and every dry run rebuilt the machine's index.  A topology is frozen, so replicas
+    of the same machine kind can share one object; the document's canonical JSON is the key (its
+    ``fingerprint``), and an unknown document is still checked by ``machine.from_document``."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self._items: OrderedDict[str, machine.CPUTopology] = OrderedDict()
+        self._lock = threading.Lock()  # the poller decodes on several threads
+
+    def get(self, document: object) -> machine.CPUTopology:
+        key = json.dumps(document, sort_keys=True, separators=(",", ":"))
+        with self._lock:
+            found = self._items.get(key)
+            if found is not None:
+                self._items.move_to_end(key)
+                return found
+        topology = machine.from_document(document)  # raises TopologyError (an EnforcerError) when invalid
+        with self._lock:
+            self._items[key] = topology
+            while len(self._items) > self.size:
+                self._items.popitem(last=False)
+        return topology
+
+
+_MACHINES = _Machines(MACHINE_CACHE_ENTRIES)
+
+
 def engine_from_snapshot(snapshot: dict[str, Any]) -> NodeEngine:
     """The node's engine holding the snapshot's state; raises SnapshotError with the reason."""
     try:
-        topology = machine.from_document(snapshot["topology"])
+        topology = _MACHINES.get(snapshot["topology"])
         config = node_config.from_kubelet(
             snapshot["config"], name=str(snapshot.get("node", "node")), compatibility=str(snapshot["compatibility"])
         )

@@ -52,8 +52,8 @@ def run(args: argparse.Namespace) -> int:
     from extender import main, settings
     from extender.assemble import assemble
     from extender.directory import DirectoryError
+    from servicekit import gc_tuning, serve, tls
     from servicekit import logging as json_logging
-    from servicekit import serve, tls
 
     try:
         config = settings.load(args.config, overrides={name: getattr(args, name) for name in _OVERRIDES})
@@ -67,6 +67,7 @@ def run(args: argparse.Namespace) -> int:
         return 2
     json_logging.configure(config.log_level)
     app = main.create_app(components, max_body_bytes=config.max_body_bytes)
+    gc_tuning.tune_for_serving(gc_tuning.ANSWER_CACHING)  # see servicekit.gc_tuning
     return serve.serve(
         app,
         host=host,

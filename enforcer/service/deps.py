@@ -20,14 +20,19 @@ from enforcer.service.node_service import NodeService
 from servicekit import tls
 
 
-async def get_service(request: Request) -> NodeService:
+def service_of(request: Request) -> NodeService:
+    """The service, for a handler that declares no dependency for it (the allocation routes)."""
     service: NodeService = request.app.state.service
     return service
 
 
-async def get_claims(request: Request) -> attempts.AttemptClaims:
+def claims_of(request: Request) -> attempts.AttemptClaims:
     claims: attempts.AttemptClaims = request.app.state.attempt_claims
     return claims
+
+
+async def get_service(request: Request) -> NodeService:
+    return service_of(request)
 
 
 def _authorize(request: Request, access: auth.Access) -> auth.Caller:
@@ -48,6 +53,5 @@ async def require_writer(request: Request) -> auth.Caller:
 
 
 Service = Annotated[NodeService, Depends(get_service)]
-Claims = Annotated[attempts.AttemptClaims, Depends(get_claims)]
 Reader = Annotated[auth.Caller, Depends(require_reader)]
 Writer = Annotated[auth.Caller, Depends(require_writer)]

@@ -23,12 +23,12 @@ from __future__ import annotations
 import time
 from typing import Annotated, Any, TypeVar
 
-from fastapi import APIRouter, Header, Query, Request, Response
+from fastapi import APIRouter, Query, Request, Response
 from fastapi.exceptions import RequestValidationError
 from pydantic import BaseModel, ValidationError
 
-from enforcer.service import models, replica_export, requests
-from enforcer.service.deps import Claims, Reader, Service, Writer
+from enforcer.service import deps, models, params, replica_export, requests
+from enforcer.service.deps import Reader, Service, Writer
 from enforcer.service.errors import WrongNodeError
 from enforcer.service.metrics import CONTENT_TYPE
 from shared import contract
@@ -44,6 +44,14 @@ INVALID: Responses = {422: {**ERROR, "description": "Malformed request or pod; `
 NOT_FOUND: Responses = {404: {**ERROR, "description": "No allocation for this pod uid"}}
 
 _BUDGET_SHARE = 0.9
+_ATTEMPT_MAX_LENGTH = 128
+BUDGET = params.positive_int(contract.BUDGET_HEADER, "header", "How long the caller still waits (ms)")
+ATTEMPT = params.bounded_str(
+    contract.ATTEMPT_HEADER, "header", "The binding attempt (admission uid)", max_length=_ATTEMPT_MAX_LENGTH
+)
+RELEASE_ATTEMPT = params.bounded_str(
+    contract.ATTEMPT_PARAM, "query", "withdraw only this attempt", max_length=_ATTEMPT_MAX_LENGTH
+)
 
 router = APIRouter()
 router.include_router(replica_export.router)  # GET /replica: the engine snapshot for scheduler extenders
@@ -87,21 +95,12 @@ def _json(body: BaseModel, status_code: int = 200) -> Response:
         **INVALID,
         **UNAVAILABLE,
     },
-    openapi_extra=_body_doc(contract.AllocationRequest),
+    openapi_extra={**_body_doc(contract.AllocationRequest), **params.documented(BUDGET, ATTEMPT)},
 )
-async def allocate(
-    request: Request,
-    service: Service,
-    claims: Claims,
-    _: Writer,
-    budget_ms: Annotated[
-        int | None, Header(alias=contract.BUDGET_HEADER, ge=1, description="How long the caller still waits (ms)")
-    ] = None,
-    attempt: Annotated[
-        str | None,
-        Header(alias=contract.ATTEMPT_HEADER, max_length=128, description="The binding attempt (admission uid)"),
-    ] = None,
-) -> Any:
+async def allocate(request: Request, _: Writer) -> Any:
+    # the service, the claims and the two headers are read here, not declared: see enforcer.service.params
+    service, claims = deps.service_of(request), deps.claims_of(request)
+    budget_ms, attempt = BUDGET.read(request), ATTEMPT.read(request)
     # decide nothing the caller will no longer wait for (a little early: its answer must still travel back)
     deadline = None if budget_ms is None else time.monotonic() + budget_ms / 1000 * _BUDGET_SHARE
     body = await _read_body(request, contract.AllocationRequest)
@@ -154,16 +153,11 @@ def get_allocation(uid: str, service: Service, _: Reader) -> Any:
         "other attempt claims it (a late release of a timed-out binding never removes its retry's allocation)."
     ),
     responses={**UNAUTHENTICATED, **FORBIDDEN, **UNAVAILABLE},
+    openapi_extra=params.documented(RELEASE_ATTEMPT),
 )
-async def release(
-    uid: str,
-    service: Service,
-    claims: Claims,
-    _: Writer,
-    attempt: Annotated[
-        str | None, Query(alias=contract.ATTEMPT_PARAM, max_length=128, description="withdraw only this attempt")
-    ] = None,
-) -> Any:
+async def release(uid: str, request: Request, _: Writer) -> Any:
+    service, claims = deps.service_of(request), deps.claims_of(request)
+    attempt = RELEASE_ATTEMPT.read(request)
     if not attempt:
         claims.forget(uid)
         return _json(await service.release_async(uid))

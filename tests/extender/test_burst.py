@@ -48,3 +48,11 @@ def test_the_latency_measure_runs_and_binds_what_the_extender_chose() -> None:
 
     result = latency(nodes=10, pods=12, shapes=3, prefill=10)  # a smoke run: no duration is asserted
     assert result.calls > 0 and result.nodes == 10
+    # 3 workloads, all among the shapes every new replica is prepared for: no dry run after each first pod
+    assert result.later_dry_runs == 0
+
+
+def test_the_dry_run_cost_measure_runs() -> None:
+    from bench.bench_extender import dry_run_cpu
+
+    assert dry_run_cpu(nodes=4, shapes=2, passes=1) > 0  # a smoke run: the figure is CPU time, not asserted

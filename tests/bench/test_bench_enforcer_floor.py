@@ -1,0 +1,29 @@
+"""``python -m bench.bench_enforcer --floor`` runs end to end: a held pod's allocation re-sent is answered 200.
+
+Smoke only (a real enforcer process, one measured round per client); no figure is asserted.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+if str(ROOT) not in sys.path:  # bench/ is a directory of measuring scripts, not an installed package
+    sys.path.insert(0, str(ROOT))
+
+from bench import bench_enforcer  # noqa: E402
+
+
+def test_the_floor_rows_come_with_the_allocation_rows() -> None:
+    rows = bench_enforcer.run(repeats=1, floor=True)
+    assert [(r.clients, r.operation) for r in rows] == [
+        (clients, operation) for clients in (1, 16) for operation in ("allocate", "release", "re-post")
+    ]
+    assert all(r.requests == r.clients for r in rows)  # one measured request per client, none failed
+    assert all(r.server_cpu_ms is not None and r.server_cpu_ms >= 0 for r in rows)
+
+
+def test_the_in_process_re_post_measure_runs() -> None:
+    calls, cpu_ms = bench_enforcer.repost_in_process(requests=3, passes=1)
+    assert calls > 0 and cpu_ms > 0  # a smoke run: neither figure is asserted
