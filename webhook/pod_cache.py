@@ -112,9 +112,15 @@ def _dump(parsed: pod_model.Pod) -> dict[str, Any]:
 
 
 def _document(parsed: pod_model.Pod) -> bytes:
-    """The trimmed object as JSON: what ``json.dumps`` of :func:`_dump` reads back as, produced without the dicts."""
+    """The trimmed object as JSON: what ``json.dumps`` of :func:`_dump` reads back as, produced without the dicts.
+
+    ``parsed.model_dump_json(by_alias=True, exclude_none=True)``, byte for byte, put together from its three
+    fields so the spec's JSON is the one the plan memo already encoded for its key (:meth:`~shared.pod.Pod.spec_json`).
+    """
     try:
-        return parsed.model_dump_json(by_alias=True, exclude_none=True).encode()
+        metadata = parsed.metadata.model_dump_json(by_alias=True, exclude_none=True)
+        status = parsed.status.model_dump_json(by_alias=True, exclude_none=True)
+        return f'{{"metadata":{metadata},"spec":{parsed.spec_json()},"status":{status}}}'.encode()
     except ValueError:  # pydantic's serialisation error: a lone surrogate ("\ud800") is no UTF-8; json escapes it
         return json.dumps(_dump(parsed)).encode()
 
