@@ -241,9 +241,13 @@ def configure(level: str | int = "INFO", stream: IO[str] | None = None) -> loggi
     Replaces handlers a previous ``configure`` installed (idempotent), leaves
     other handlers alone.
     """
-    # Looking up the multiprocessing process name costs a few microseconds per record, and no numaguard line
-    # carries it (the JSON lines name the logger, not the process); a foreign %(processName)s reads None.
+    # Looking up the multiprocessing process name, the thread and the calling frame (file, line, function) costs
+    # microseconds per record, and no numaguard line carries them (the JSON lines name the logger and the event):
+    # a foreign %(processName)s or %(threadName)s reads None, %(lineno)d 0.  ``_srcfile = None`` is the switch the
+    # logging module documents for skipping the caller lookup; an ``exc`` traceback is unaffected.
     logging.logMultiprocessing = False
+    logging.logThreads = False
+    logging._srcfile = None  # type: ignore[attr-defined]
     root = logging.getLogger()
     for old in list(root.handlers):
         if getattr(old, "_numaguard_json", False):

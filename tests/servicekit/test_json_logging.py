@@ -190,6 +190,7 @@ def test_configure_routes_uvicorn_records_through_the_json_handler_once() -> Non
     stream = io.StringIO()
     root = logging.getLogger()
     saved_handlers, saved_level = list(root.handlers), root.level
+    saved_switches = logging.logMultiprocessing, logging.logThreads, logging._srcfile  # type: ignore[attr-defined]
     try:
         jsonlog.configure("INFO", stream)
         jsonlog.configure("INFO", stream)  # idempotent: one handler, not two
@@ -198,6 +199,29 @@ def test_configure_routes_uvicorn_records_through_the_json_handler_once() -> Non
     finally:
         root.handlers[:] = saved_handlers
         root.setLevel(saved_level)
+        logging.logMultiprocessing, logging.logThreads, logging._srcfile = saved_switches  # type: ignore[attr-defined]
+
+
+def test_configure_skips_the_record_attributes_no_line_carries_and_keeps_tracebacks() -> None:
+    stream = io.StringIO()
+    root = logging.getLogger()
+    saved_handlers, saved_level = list(root.handlers), root.level
+    saved_switches = logging.logMultiprocessing, logging.logThreads, logging._srcfile  # type: ignore[attr-defined]
+    try:
+        jsonlog.configure("INFO", stream)
+        logger = logging.getLogger("tests.servicekit.configured")
+        try:
+            raise RuntimeError("boom")
+        except RuntimeError:
+            logger.exception("reconcile failed", extra={"uid": "705ab4f5"})
+        (doc,) = lines(stream)
+        assert (doc["event"], doc["uid"]) == ("reconcile failed", "705ab4f5")
+        assert "RuntimeError: boom" in doc["exc"] and "test_json_logging.py" in doc["exc"]
+        assert set(doc) == {"ts", "level", "logger", "event", "uid", "exc"}
+    finally:
+        root.handlers[:] = saved_handlers
+        root.setLevel(saved_level)
+        logging.logMultiprocessing, logging.logThreads, logging._srcfile = saved_switches  # type: ignore[attr-defined]
 
 
 class Text(str):
