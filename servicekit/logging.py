@@ -24,6 +24,7 @@ import datetime
 import functools
 import json
 import logging
+import math
 import re
 import sys
 from collections.abc import Mapping
@@ -206,13 +207,33 @@ def _jsonable(value: object) -> object:
     return str(value)
 
 
+@functools.lru_cache(maxsize=4)  # the lines of one second share it
+def _utc_second(second: float) -> str:
+    # a whole second: isoformat writes no fraction, and the year as isoformat writes it (4 digits)
+    return datetime.datetime.fromtimestamp(second, tz=datetime.UTC).replace(tzinfo=None).isoformat()
+
+
+def utc_timestamp(created: float) -> str:
+    """``datetime.fromtimestamp(created, UTC).isoformat(timespec="milliseconds")`` with ``Z`` for ``+00:00``.
+
+    The same text, without a datetime per line: the fraction is rounded to microseconds as ``fromtimestamp``
+    rounds it (half to even, carrying into the second), then cut to milliseconds as ``isoformat`` cuts it.
+    """
+    fraction, second = math.modf(created)
+    micros = round(fraction * 1e6)
+    if micros >= 1_000_000:
+        second, micros = second + 1, micros - 1_000_000
+    elif micros < 0:
+        second, micros = second - 1, micros + 1_000_000
+    return f"{_utc_second(second)}.{micros // 1000:03d}Z"
+
+
 class JSONFormatter(logging.Formatter):
     """One JSON object per record: ts, level, logger, event, extra key-values, exc."""
 
     def format(self, record: logging.LogRecord) -> str:
-        ts = datetime.datetime.fromtimestamp(record.created, tz=datetime.UTC)
         doc: dict[str, Any] = {
-            "ts": ts.isoformat(timespec="milliseconds").replace("+00:00", "Z"),
+            "ts": utc_timestamp(record.created),
             "level": record.levelname.lower(),
             "logger": record.name,
             "event": record.getMessage(),

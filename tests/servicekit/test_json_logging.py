@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime
 import io
 import json
 import logging
@@ -10,6 +11,8 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from servicekit import logging as jsonlog
 
@@ -263,3 +266,22 @@ def test_the_filter_and_formatter_write_what_redacting_each_extra_writes(
     written = stream.getvalue().rstrip("\n")
     expected = _reference_line(record, extra)
     assert written.split('","level"', 1)[1] == expected.split('","level"', 1)[1]  # the ts differs by a few µs
+
+
+def _isoformat_ts(created: float) -> str:
+    return (
+        datetime.datetime.fromtimestamp(created, tz=datetime.UTC)
+        .isoformat(timespec="milliseconds")
+        .replace("+00:00", "Z")
+    )
+
+
+_SECONDS = st.integers(min_value=-(10**9), max_value=4 * 10**9)
+# the fractions where rounding to microseconds carries into the next millisecond or second
+_EDGES = st.sampled_from([0.0, 0.0000005, 0.0004995, 0.0005, 0.9994995, 0.9995, 0.9999994, 0.9999995, 0.9999999])
+
+
+@settings(max_examples=500, deadline=None)
+@given(created=st.floats(min_value=-1e9, max_value=4e9) | st.builds(lambda s, f: s + f, _SECONDS, _EDGES))
+def test_the_timestamp_is_the_one_isoformat_writes(created: float) -> None:
+    assert jsonlog.utc_timestamp(created) == _isoformat_ts(created)
