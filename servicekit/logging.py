@@ -268,7 +268,7 @@ def configure(level: str | int = "INFO", stream: IO[str] | None = None) -> loggi
     # logging module documents for skipping the caller lookup; an ``exc`` traceback is unaffected.
     logging.logMultiprocessing = False
     logging.logThreads = False
-    logging._srcfile = None  # type: ignore[attr-defined]
+    logging._srcfile = None
     root = logging.getLogger()
     for old in list(root.handlers):
         if getattr(old, "_numaguard_json", False):
