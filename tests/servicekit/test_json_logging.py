@@ -193,7 +193,7 @@ def test_configure_routes_uvicorn_records_through_the_json_handler_once() -> Non
     stream = io.StringIO()
     root = logging.getLogger()
     saved_handlers, saved_level = list(root.handlers), root.level
-    saved_switches = logging.logMultiprocessing, logging.logThreads, logging._srcfile  # type: ignore[attr-defined]
+    saved_switches = logging.logMultiprocessing, logging.logThreads, logging._srcfile
     try:
         jsonlog.configure("INFO", stream)
         jsonlog.configure("INFO", stream)  # idempotent: one handler, not two
@@ -202,14 +202,14 @@ def test_configure_routes_uvicorn_records_through_the_json_handler_once() -> Non
     finally:
         root.handlers[:] = saved_handlers
         root.setLevel(saved_level)
-        logging.logMultiprocessing, logging.logThreads, logging._srcfile = saved_switches  # type: ignore[attr-defined]
+        logging.logMultiprocessing, logging.logThreads, logging._srcfile = saved_switches
 
 
 def test_configure_skips_the_record_attributes_no_line_carries_and_keeps_tracebacks() -> None:
     stream = io.StringIO()
     root = logging.getLogger()
     saved_handlers, saved_level = list(root.handlers), root.level
-    saved_switches = logging.logMultiprocessing, logging.logThreads, logging._srcfile  # type: ignore[attr-defined]
+    saved_switches = logging.logMultiprocessing, logging.logThreads, logging._srcfile
     try:
         jsonlog.configure("INFO", stream)
         logger = logging.getLogger("tests.servicekit.configured")
@@ -224,7 +224,7 @@ def test_configure_skips_the_record_attributes_no_line_carries_and_keeps_traceba
     finally:
         root.handlers[:] = saved_handlers
         root.setLevel(saved_level)
-        logging.logMultiprocessing, logging.logThreads, logging._srcfile = saved_switches  # type: ignore[attr-defined]
+        logging.logMultiprocessing, logging.logThreads, logging._srcfile = saved_switches
 
 
 class Text(str):

@@ -182,3 +182,26 @@ def test_a_pod_json_cannot_encode_as_utf8_is_kept_as_json_dumps_writes_it() -> N
     kept = pod_cache.trimmed(obj, namespace="prod", source="validate")
     assert kept.document == json.dumps(pod_cache._dump(pod_model.parse_pod(obj))).encode()
     assert kept.obj["metadata"]["name"] == "db-\ud800"
+
+
+@pytest.mark.parametrize(("name", "obj"), _every_fixture_pod(), ids=lambda v: v if isinstance(v, str) else "")
+def test_the_fingerprint_of_a_generate_name_pod_is_the_digest_of_its_trimmed_dump(
+    name: str, obj: dict[str, Any]
+) -> None:
+    # replicas share it through a memo keyed on the spec's JSON: the same digest as of the whole trimmed dump
+    pending = copy.deepcopy(obj)
+    pending["metadata"].pop("name", None)
+    pending["metadata"]["generateName"] = "web-"
+    parsed = pod_model.parse_pod(pending)
+    expected = pod_cache._fingerprint(pod_cache._dump(parsed))
+    assert pod_cache.from_pod(parsed, namespace="", source="mutate").fingerprint == expected
+    assert pod_cache.from_pod(pod_model.parse_pod(pending), namespace="", source="mutate").fingerprint == expected
+
+
+def test_the_fingerprint_of_a_spec_json_cannot_encode_is_the_digest_of_its_dump() -> None:
+    pending = named(raw("generate-name-train"), cpu="2")
+    pending["spec"]["containers"][0]["name"] = "train-\ud800"
+    parsed = pod_model.parse_pod(pending)
+    assert parsed.metadata.generate_name and not parsed.metadata.name
+    kept = pod_cache.from_pod(parsed, namespace="ml", source="mutate")
+    assert kept.fingerprint == pod_cache._fingerprint(pod_cache._dump(parsed))
