@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, Request, Response
+from fastapi import APIRouter, Depends, FastAPI, Request, Response
 from fastapi.responses import JSONResponse
 
 from servicekit import tls
@@ -62,11 +62,15 @@ async def validate(request: Request) -> Response:
     return await _review(request, "validate")
 
 
-# The review routes carry the load, so they are plain Starlette routes: FastAPI's per-route machinery (parameter
-# solving, response serialization) costs more per review than the rest of the routing.  They still run inside the
-# app, so its exception handlers (WebhookError: HTTP 400 with a message) and middleware apply to them as before.
-router.add_route("/mutate", mutate, methods=["POST"], include_in_schema=False)
-router.add_route("/validate", validate, methods=["POST"], include_in_schema=False)
+def add_review_routes(app: FastAPI) -> None:
+    """``POST /mutate`` and ``POST /validate`` on ``app`` itself (before any included router, so matched first).
+
+    The review routes carry the load, so they are plain Starlette routes: FastAPI's per-route machinery (parameter
+    solving, response serialization) costs more per review than the rest of the routing.  They still run inside the
+    app, so its exception handlers (WebhookError: HTTP 400 with a message) and middleware apply to them as before.
+    """
+    app.router.add_route("/mutate", mutate, methods=["POST"], include_in_schema=False)
+    app.router.add_route("/validate", validate, methods=["POST"], include_in_schema=False)
 
 
 @router.get("/healthz")
