@@ -24,6 +24,7 @@ import datetime
 import functools
 import json
 import logging
+import math
 import re
 import sys
 from collections.abc import Mapping
@@ -75,6 +76,24 @@ _CREDENTIAL_HINT = re.compile("(?i)" + "|".join(re.escape(word) for word in _CRE
 
 # json.dumps(..., ensure_ascii=False, separators=(",", ":")), without building an encoder for every line
 _COMPACT_JSON = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
+
+# The C encoder ``_COMPACT_JSON.encode`` builds anew for every value, built once, without the cycle check: it
+# encodes what :func:`_jsonable` made (fresh lists and dicts, in which no cycle can be).
+_C_ENCODER = (
+    None
+    if json.encoder.c_make_encoder is None  # type: ignore[attr-defined]
+    else json.encoder.c_make_encoder(  # type: ignore[attr-defined]
+        None, _COMPACT_JSON.default, json.encoder.encode_basestring, None, ":", ",", False, False, True
+    )
+)
+
+
+def _encode_jsonable(value: dict[str, Any]) -> str:
+    """``_COMPACT_JSON.encode(value)`` of a dict whose values :func:`_jsonable` returned."""
+    if _C_ENCODER is None:  # pragma: no cover - CPython has the C encoder
+        return _COMPACT_JSON.encode(value)
+    return "".join(_C_ENCODER(value, 0))
+
 
 # Exact types (not subclasses, which take the general path) that redaction and encoding pass through as they are.
 _SCALARS = frozenset({type(None), bool, int, float})
@@ -158,9 +177,16 @@ class RedactingFilter(logging.Filter):
         record.msg = redact_text(message)
         record.args = None
         fields = vars(record)
-        # the ``extra=`` names: replacing their values in place keeps the order the formatter writes them in
+        # the ``extra=`` names: replacing their values in place keeps the order the formatter writes them in.
+        # ``redact(value, name)``, with its first steps inlined: a line carries about ten of these.
         for name in fields.keys() - _RECORD_ATTRIBUTES:
-            fields[name] = redact(fields[name], name)
+            value = fields[name]
+            if _is_sensitive_name(name):
+                fields[name] = REDACTED
+            elif type(value) is str:
+                fields[name] = redact_text(value)
+            elif type(value) not in _SCALARS:
+                fields[name] = redact(value)
         if record.exc_info and not record.exc_text:
             record.exc_text = redact_text(logging.Formatter().formatException(record.exc_info))
             record.exc_info = None
@@ -181,25 +207,45 @@ def _jsonable(value: object) -> object:
     return str(value)
 
 
+@functools.lru_cache(maxsize=4)  # the lines of one second share it
+def _utc_second(second: float) -> str:
+    # a whole second: isoformat writes no fraction, and the year as isoformat writes it (4 digits)
+    return datetime.datetime.fromtimestamp(second, tz=datetime.UTC).replace(tzinfo=None).isoformat()
+
+
+def utc_timestamp(created: float) -> str:
+    """``datetime.fromtimestamp(created, UTC).isoformat(timespec="milliseconds")`` with ``Z`` for ``+00:00``.
+
+    The same text, without a datetime per line: the fraction is rounded to microseconds as ``fromtimestamp``
+    rounds it (half to even, carrying into the second), then cut to milliseconds as ``isoformat`` cuts it.
+    """
+    fraction, second = math.modf(created)
+    micros = round(fraction * 1e6)
+    if micros >= 1_000_000:
+        second, micros = second + 1, micros - 1_000_000
+    elif micros < 0:
+        second, micros = second - 1, micros + 1_000_000
+    return f"{_utc_second(second)}.{micros // 1000:03d}Z"
+
+
 class JSONFormatter(logging.Formatter):
     """One JSON object per record: ts, level, logger, event, extra key-values, exc."""
 
     def format(self, record: logging.LogRecord) -> str:
-        ts = datetime.datetime.fromtimestamp(record.created, tz=datetime.UTC)
         doc: dict[str, Any] = {
-            "ts": ts.isoformat(timespec="milliseconds").replace("+00:00", "Z"),
+            "ts": utc_timestamp(record.created),
             "level": record.levelname.lower(),
             "logger": record.name,
             "event": record.getMessage(),
         }
         for name, value in vars(record).items():
             if name not in _RECORD_ATTRIBUTES and name not in doc:
-                doc[name] = _jsonable(value)
+                doc[name] = value if type(value) in _JSON_SCALARS else _jsonable(value)
         if record.exc_info and not record.exc_text:
             record.exc_text = self.formatException(record.exc_info)
         if record.exc_text:
             doc["exc"] = record.exc_text
-        return _COMPACT_JSON.encode(doc)
+        return _encode_jsonable(doc)
 
 
 def handler(stream: IO[str] | None = None) -> logging.Handler:
@@ -216,9 +262,13 @@ def configure(level: str | int = "INFO", stream: IO[str] | None = None) -> loggi
     Replaces handlers a previous ``configure`` installed (idempotent), leaves
     other handlers alone.
     """
-    # Looking up the multiprocessing process name costs a few microseconds per record, and no numaguard line
-    # carries it (the JSON lines name the logger, not the process); a foreign %(processName)s reads None.
+    # Looking up the multiprocessing process name, the thread and the calling frame (file, line, function) costs
+    # microseconds per record, and no numaguard line carries them (the JSON lines name the logger and the event):
+    # a foreign %(processName)s or %(threadName)s reads None, %(lineno)d 0.  ``_srcfile = None`` is the switch the
+    # logging module documents for skipping the caller lookup; an ``exc`` traceback is unaffected.
     logging.logMultiprocessing = False
+    logging.logThreads = False
+    logging._srcfile = None
     root = logging.getLogger()
     for old in list(root.handlers):
         if getattr(old, "_numaguard_json", False):

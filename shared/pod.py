@@ -247,6 +247,18 @@ class Pod(_APIModel):
             result.append(("app", f"spec.containers[{i}]", c))
         return result
 
+    def spec_json(self) -> str:
+        """``spec`` as JSON, by its API names, fields that are ``None`` left out; encoded once per pod.
+
+        Injective on the typed spec: every field that may be ``None`` defaults to ``None``, so an
+        absent key says what the field holds.  A value JSON cannot carry as UTF-8 (a lone surrogate)
+        raises ``ValueError`` (pydantic's serialisation error), every time.
+        """
+        known: str | None = self._derived("spec_json", True)  # the gate plays no part: one entry
+        if known is None:
+            known = self._remember("spec_json", True, self.spec.model_dump_json(by_alias=True, exclude_none=True))
+        return known
+
     def requirement_quantities(self, *, pod_level_resources: bool = True) -> RequirementQuantities:
         """Exact quantities of every container (order of :meth:`containers_with_paths`) and of
         ``spec.resources``, AFTER the API server's defaulting.  Raises ``QuantityError`` with the path."""

@@ -150,6 +150,10 @@ def create_app(settings: WebhookSettings, *, components: Components | None = Non
 
     app = FastAPI(title="numaguard webhook", lifespan=lifespan, docs_url=None, redoc_url=None, openapi_url=None)
     app.state.services = services
+    # The review routes are the app's own, matched first: behind an included router every review would be matched
+    # twice (FastAPI's included-router layer), a few percent of its CPU.  The probes and /metrics stay in the
+    # router, whose routes honour app.dependency_overrides.
+    routes.add_review_routes(app)
     app.include_router(routes.router)
 
     async def bad_review(request: Request, exc: Exception) -> JSONResponse:

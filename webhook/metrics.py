@@ -44,6 +44,8 @@ def hook_name(operation: str, mode: str) -> str:
 class WebhookMetrics:
     def __init__(self) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
+        # the admission histogram's children by (operation, result, mode): looked up once, not per review
+        self._durations: dict[tuple[str, str, str], Histogram] = {}
         self.admission_duration = Histogram(
             "numaguard_webhook_admission_duration_seconds",
             "Time to answer one AdmissionReview, by webhook (the configuration's hook name), operation and result.",
@@ -80,9 +82,14 @@ class WebhookMetrics:
         self, operation: str, result: str, seconds: float, *, mode: str, reason: str | None = None
     ) -> None:
         """One review on ``/<mode>`` (``mutate`` / ``validate``)."""
-        webhook = hook_name(operation, mode)
-        self.admission_duration.labels(webhook=webhook, operation=operation, result=result).observe(seconds)
+        key = (operation, result, mode)
+        duration = self._durations.get(key)
+        if duration is None:  # first review of its kind: the labelled child, kept (label values are a fixed set)
+            labels = {"webhook": hook_name(operation, mode), "operation": operation, "result": result}
+            duration = self._durations[key] = self.admission_duration.labels(**labels)
+        duration.observe(seconds)
         if result == "denied":
+            webhook = hook_name(operation, mode)
             self.denials.labels(webhook=webhook, operation=operation, reason=reason or "Unknown").inc()
 
     def observe_enforcer_call(self, call: str, outcome: str, seconds: float, *, error_kind: str | None = None) -> None:

@@ -60,8 +60,9 @@ def map_entry_ops(parent: Sequence[str], current: object, desired: Mapping[str, 
     if not isinstance(current, Mapping):
         return [Operation("add", pointer(*parent), wanted)] if wanted else []
     ops: list[Operation] = []
+    prefix = pointer(*parent)
     for key, value in sorted(desired.items()):
-        path = pointer(*parent, key)
+        path = f"{prefix}/{escape(key)}"  # pointer(*parent, key)
         if value is None:
             if key in current:
                 ops.append(Operation("remove", path))

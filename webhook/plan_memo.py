@@ -14,10 +14,11 @@ say so) of the typed :class:`shared.pod.Pod` model and the
 containers and their kinds, ``os``, ``overhead``, ``priority``),
 ``status.qosClass`` (``GetPodQOS``) and ``metadata`` only to name the pod in a
 denial, and denials are never remembered.  The key is the policy, the status
-QoS class and the JSON of the typed ``spec`` model: every field the model has
-is in it (``None`` included), and only those, so what numaguard does not read
-(volumes, env, the service-account token volume whose name differs per pod)
-does not split it.  Equal keys are equal typed specs, hence equal plans.
+QoS class and the JSON of the typed ``spec`` model (:meth:`shared.pod.Pod.spec_json`):
+every field the model has is in it (a field left out is ``None``, its default),
+and only those, so what numaguard does not read (volumes, env, the
+service-account token volume whose name differs per pod) does not split it.
+Equal keys are equal typed specs, hence equal plans.
 
 Bounded twice: at most :data:`DEFAULT_ENTRIES` entries (least recently used
 first out), and no key longer than :data:`MAX_KEY_CHARS`, so the memo holds a
@@ -92,7 +93,7 @@ class PlanMemo:
     @staticmethod
     def _key(pod: pod_model.Pod, policy: plan.PlanPolicy) -> _Key | None:
         try:
-            spec = pod.spec.model_dump_json()
+            spec = pod.spec_json()  # also the spec of the pod cache's copy (webhook.pod_cache): encoded once
         except ValueError:  # pydantic cannot encode a lone surrogate; such a spec is planned every time
             return None
         if len(spec) > MAX_KEY_CHARS:

@@ -24,6 +24,7 @@ write, the event loop reads.  This module must not import the Kubernetes client.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import threading
@@ -102,7 +103,7 @@ def from_pod(parsed: pod_model.Pod, *, namespace: str, source: Source) -> SeenPo
         uid=parsed.metadata.uid,
         document=_document(parsed),
         source=source,
-        fingerprint=_fingerprint(_dump(parsed)) if generate_name and not name else "",
+        fingerprint=_fingerprint_of(parsed) if generate_name and not name else "",
         node_name=parsed.spec.node_name or "",
     )
 
@@ -112,11 +113,40 @@ def _dump(parsed: pod_model.Pod) -> dict[str, Any]:
 
 
 def _document(parsed: pod_model.Pod) -> bytes:
-    """The trimmed object as JSON: what ``json.dumps`` of :func:`_dump` reads back as, produced without the dicts."""
+    """The trimmed object as JSON: what ``json.dumps`` of :func:`_dump` reads back as, produced without the dicts.
+
+    ``parsed.model_dump_json(by_alias=True, exclude_none=True)``, byte for byte, put together from its three
+    fields so the spec's JSON is the one the plan memo already encoded for its key (:meth:`~shared.pod.Pod.spec_json`).
+    """
     try:
-        return parsed.model_dump_json(by_alias=True, exclude_none=True).encode()
+        metadata = parsed.metadata.model_dump_json(by_alias=True, exclude_none=True)
+        status = parsed.status.model_dump_json(by_alias=True, exclude_none=True)
+        return f'{{"metadata":{metadata},"spec":{parsed.spec_json()},"status":{status}}}'.encode()
     except ValueError:  # pydantic's serialisation error: a lone surrogate ("\ud800") is no UTF-8; json escapes it
         return json.dumps(_dump(parsed)).encode()
+
+
+# Replicas share their spec, hence their fingerprint: kept per spec JSON, for specs up to this size (at most a few
+# MB in all), like the plan memo's keys.
+_FINGERPRINTS_KEPT = 512
+_FINGERPRINT_KEY_CHARS = 16 * 1024
+
+
+def _fingerprint_of(parsed: pod_model.Pod) -> str:
+    """:func:`_fingerprint` of the trimmed pod: it reads only the spec, so it is a function of the spec's JSON."""
+    try:
+        spec = parsed.spec_json()
+    except ValueError:  # pydantic cannot encode a lone surrogate; json can
+        return _fingerprint(_dump(parsed))
+    if len(spec) > _FINGERPRINT_KEY_CHARS:
+        return _spec_fingerprint.__wrapped__(spec)
+    return _spec_fingerprint(spec)
+
+
+@functools.lru_cache(maxsize=_FINGERPRINTS_KEPT)
+def _spec_fingerprint(spec_json: str) -> str:
+    # the spec as _dump has it: the same values (strings, integers, lists, maps), read back from its JSON
+    return _fingerprint({"spec": json.loads(spec_json)})
 
 
 def _fingerprint(obj: Mapping[str, Any]) -> str:

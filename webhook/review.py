@@ -165,3 +165,28 @@ def response_document(response: AdmissionResponse) -> dict[str, Any]:
         "kind": KIND,
         "response": response.model_dump(by_alias=True, exclude_none=True),
     }
+
+
+_ENVELOPE_HEAD = json.dumps({"apiVersion": API_VERSION, "kind": KIND, "response": None}, separators=(",", ":"))[
+    : -len("null}")
+].encode()
+
+
+def response_body(response: AdmissionResponse) -> bytes:
+    """What Starlette's ``JSONResponse(response_document(response))`` sends, byte for byte, encoded in one step.
+
+    pydantic-core writes the response model as ``json.dumps(..., ensure_ascii=False,
+    separators=(",", ":"))`` writes its dump (held by a test over every character
+    class JSON escapes); a value it cannot write (a lone surrogate, which no UTF-8
+    body can carry either) takes Starlette's path, and fails there as it always did.
+    """
+    try:
+        encoded = AdmissionResponse.__pydantic_serializer__.to_json(response, by_alias=True, exclude_none=True)
+    except pydantic_core.PydanticSerializationError:
+        return _starlette_body(response_document(response))
+    return _ENVELOPE_HEAD + encoded + b"}"
+
+
+def _starlette_body(document: dict[str, Any]) -> bytes:
+    # starlette.responses.JSONResponse.render
+    return json.dumps(document, ensure_ascii=False, allow_nan=False, indent=None, separators=(",", ":")).encode()

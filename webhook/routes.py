@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, Request, Response
+from fastapi import APIRouter, Depends, FastAPI, Request, Response
 from fastapi.responses import JSONResponse
 
 from servicekit import tls
@@ -23,6 +23,7 @@ from webhook.services import Services
 router = APIRouter()
 
 ServicesDep = Annotated[Services, Depends(deps.get_services)]
+_JSON = JSONResponse.media_type  # the review answers' content type, as JSONResponse sends it
 
 
 async def _read_body(request: Request, limit: int) -> bytes:
@@ -30,15 +31,17 @@ async def _read_body(request: Request, limit: int) -> bytes:
     declared = request.headers.get("content-length", "")
     if declared.isdigit() and int(declared) > limit:
         raise errors.BodyTooLarge(limit)
-    body = bytearray()
+    chunks: list[bytes] = []
+    size = 0
     async for chunk in request.stream():
-        body += chunk
-        if len(body) > limit:
+        size += len(chunk)
+        if size > limit:
             raise errors.BodyTooLarge(limit)
-    return bytes(body)
+        chunks.append(chunk)
+    return b"".join(chunks)  # a body in one chunk (the usual case) is that chunk, not a copy
 
 
-async def _review(request: Request, mode: common.Mode) -> JSONResponse:
+async def _review(request: Request, mode: common.Mode) -> Response:
     services = deps.services_of(request)
     settings = services.settings
     # before a byte of the body is read: only the kube-apiserver may have a node allocate, release or resize
@@ -48,22 +51,26 @@ async def _review(request: Request, mode: common.Mode) -> JSONResponse:
     body = await _read_body(request, settings.max_body_bytes)
     admission_request = review.parse_request(body)
     response = await admission.review_request(admission_request, mode=mode, services=services)
-    return JSONResponse(review.response_document(response))
+    return Response(review.response_body(response), media_type=_JSON)
 
 
-async def mutate(request: Request) -> JSONResponse:
+async def mutate(request: Request) -> Response:
     return await _review(request, "mutate")
 
 
-async def validate(request: Request) -> JSONResponse:
+async def validate(request: Request) -> Response:
     return await _review(request, "validate")
 
 
-# The review routes carry the load, so they are plain Starlette routes: FastAPI's per-route machinery (parameter
-# solving, response serialization) costs more per review than the rest of the routing.  They still run inside the
-# app, so its exception handlers (WebhookError: HTTP 400 with a message) and middleware apply to them as before.
-router.add_route("/mutate", mutate, methods=["POST"], include_in_schema=False)
-router.add_route("/validate", validate, methods=["POST"], include_in_schema=False)
+def add_review_routes(app: FastAPI) -> None:
+    """``POST /mutate`` and ``POST /validate`` on ``app`` itself (before any included router, so matched first).
+
+    The review routes carry the load, so they are plain Starlette routes: FastAPI's per-route machinery (parameter
+    solving, response serialization) costs more per review than the rest of the routing.  They still run inside the
+    app, so its exception handlers (WebhookError: HTTP 400 with a message) and middleware apply to them as before.
+    """
+    app.router.add_route("/mutate", mutate, methods=["POST"], include_in_schema=False)
+    app.router.add_route("/validate", validate, methods=["POST"], include_in_schema=False)
 
 
 @router.get("/healthz")

@@ -11,6 +11,7 @@ marked slow.
 from __future__ import annotations
 
 import shutil
+import subprocess
 import sys
 from pathlib import Path
 from types import ModuleType
@@ -95,3 +96,20 @@ def test_memory_benchmark_gives_well_formed_rows_for_a_tiny_run() -> None:
 @pytest.mark.parametrize("module", [bench_webhook, bench_binding, bench_rss], ids=lambda m: m.__name__)
 def test_quick_table_rows_are_well_formed(module: ModuleType) -> None:
     assert_well_formed(module.table_rows(quick=True))
+
+
+@pytest.mark.parametrize(("app", "workload"), [("echo", "replicas"), ("webhook", "replicas"), ("webhook", "new")])
+def test_the_instruction_counter_drives_each_app_in_process(app: str, workload: str) -> None:
+    # what valgrind runs: the app served through ASGI, every answer checked (HTTP 200; the echo returns the body)
+    script = ROOT / "bench" / "webhook_instructions.py"
+    command = [sys.executable, str(script), "drive", "--tree", str(ROOT), "--app", app, "--workload", workload]
+    finished = subprocess.run([*command, "--count", "3"], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert finished.returncode == 0, finished.stderr[-2000:]
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("valgrind") is None, reason="valgrind is not installed (apt-get install valgrind)")
+def test_the_instruction_counter_counts_a_positive_number_per_review() -> None:
+    from bench import webhook_instructions
+
+    assert webhook_instructions.per_review(ROOT, "echo", "replicas", 20) > 0

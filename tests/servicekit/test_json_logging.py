@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime
 import io
 import json
 import logging
@@ -10,6 +11,8 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from servicekit import logging as jsonlog
 
@@ -190,6 +193,7 @@ def test_configure_routes_uvicorn_records_through_the_json_handler_once() -> Non
     stream = io.StringIO()
     root = logging.getLogger()
     saved_handlers, saved_level = list(root.handlers), root.level
+    saved_switches = logging.logMultiprocessing, logging.logThreads, logging._srcfile
     try:
         jsonlog.configure("INFO", stream)
         jsonlog.configure("INFO", stream)  # idempotent: one handler, not two
@@ -198,3 +202,86 @@ def test_configure_routes_uvicorn_records_through_the_json_handler_once() -> Non
     finally:
         root.handlers[:] = saved_handlers
         root.setLevel(saved_level)
+        logging.logMultiprocessing, logging.logThreads, logging._srcfile = saved_switches
+
+
+def test_configure_skips_the_record_attributes_no_line_carries_and_keeps_tracebacks() -> None:
+    stream = io.StringIO()
+    root = logging.getLogger()
+    saved_handlers, saved_level = list(root.handlers), root.level
+    saved_switches = logging.logMultiprocessing, logging.logThreads, logging._srcfile
+    try:
+        jsonlog.configure("INFO", stream)
+        logger = logging.getLogger("tests.servicekit.configured")
+        try:
+            raise RuntimeError("boom")
+        except RuntimeError:
+            logger.exception("reconcile failed", extra={"uid": "705ab4f5"})
+        (doc,) = lines(stream)
+        assert (doc["event"], doc["uid"]) == ("reconcile failed", "705ab4f5")
+        assert "RuntimeError: boom" in doc["exc"] and "test_json_logging.py" in doc["exc"]
+        assert set(doc) == {"ts", "level", "logger", "event", "uid", "exc"}
+    finally:
+        root.handlers[:] = saved_handlers
+        root.setLevel(saved_level)
+        logging.logMultiprocessing, logging.logThreads, logging._srcfile = saved_switches
+
+
+class Text(str):
+    """A str subclass: the general path, not the fast one."""
+
+
+# every kind of extra value: the filter's inlined steps must leave what ``redact(value, name)`` leaves, and the
+# formatter must write what ``json.dumps`` of the redacted values (``_jsonable``) writes
+EXTRA_CASES: list[tuple[str, dict[str, Any]]] = [
+    ("plain scalars", {"uid": "705ab4f5", "dry_run": False, "code": 422, "duration_ms": 0.125, "reason": None}),
+    ("scalars under sensitive names", {"token": 7, "password": None, "api_key": True, "client_secret": 1.5}),
+    ("text carrying secrets", {"status_message": f"bad Authorization: Bearer abcdefgh12345678 {JWT}", "note": "x=1"}),
+    ("lists and header pairs", {"warnings": ["a", "token=hunter2"], "pair": ["authorization", "Basic dXNlcjpwYXNz"]}),
+    ("tuples, sets and nested maps", {"cpus": (2, 3), "nodes": frozenset({1}), "node": {"secret": "s", "name": "a"}}),
+    ("bytes, str subclasses and objects", {"raw": b"token=abc", "text": Text("secret=abc"), "value": Opaque()}),
+    ("non-string keys and odd floats", {"map": {1: "a", None: "b"}, "ratio": float("inf"), "nan": float("nan")}),
+    ("unicode", {"request": "CREATE pods ns/caf\u00e9-\u2028", "message_text": "\x00\x1f\x7f"}),
+]
+
+
+def _reference_line(record: logging.LogRecord, extra: dict[str, Any]) -> str:
+    """What the formatter wrote before its fast paths: every extra redacted, made JSON-able, dumped compactly."""
+    ts = json.loads(jsonlog.JSONFormatter().format(record))["ts"]
+    doc: dict[str, Any] = {"ts": ts, "level": "info", "logger": record.name, "event": "reviewed"}
+    doc.update({name: jsonlog._jsonable(jsonlog.redact(value, name)) for name, value in extra.items()})
+    return json.dumps(doc, ensure_ascii=False, separators=(",", ":"))
+
+
+@pytest.mark.parametrize(("description", "extra"), EXTRA_CASES, ids=[c[0] for c in EXTRA_CASES])
+def test_the_filter_and_formatter_write_what_redacting_each_extra_writes(
+    capture: tuple[logging.Logger, io.StringIO], description: str, extra: dict[str, Any]
+) -> None:
+    logger, stream = capture
+    logger.info("reviewed", extra=extra)
+    record = logger.makeRecord(logger.name, logging.INFO, __file__, 1, "reviewed", (), None, extra=extra)
+    jsonlog.RedactingFilter().filter(record)
+    for name, value in extra.items():
+        assert repr(getattr(record, name)) == repr(jsonlog.redact(value, name)), name
+    written = stream.getvalue().rstrip("\n")
+    expected = _reference_line(record, extra)
+    assert written.split('","level"', 1)[1] == expected.split('","level"', 1)[1]  # the ts differs by a few µs
+
+
+def _isoformat_ts(created: float) -> str:
+    return (
+        datetime.datetime.fromtimestamp(created, tz=datetime.UTC)
+        .isoformat(timespec="milliseconds")
+        .replace("+00:00", "Z")
+    )
+
+
+_SECONDS = st.integers(min_value=-(10**9), max_value=4 * 10**9)
+# the fractions where rounding to microseconds carries into the next millisecond or second
+_EDGES = st.sampled_from([0.0, 0.0000005, 0.0004995, 0.0005, 0.9994995, 0.9995, 0.9999994, 0.9999995, 0.9999999])
+
+
+@settings(max_examples=500, deadline=None)
+@given(created=st.floats(min_value=-1e9, max_value=4e9) | st.builds(lambda s, f: s + f, _SECONDS, _EDGES))
+def test_the_timestamp_is_the_one_isoformat_writes(created: float) -> None:
+    assert jsonlog.utc_timestamp(created) == _isoformat_ts(created)

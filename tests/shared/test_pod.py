@@ -242,3 +242,87 @@ def test_status_qos_class_and_overhead_reach_the_engine_view() -> None:
     raw = pod([container("a", {"cpu": "1"})], overhead={"cpu": "250m"}, status={"qosClass": "Burstable"})
     view = parse_pod(raw).to_resources()
     assert (view.qos_class, dict(view.overhead)) == ("Burstable", {"cpu": 250})
+
+
+# -- spec_json: the plan memo's key ---------------------------------------------------------------------------------
+
+_DB = {"cpu": "2", "memory": "4Gi"}
+
+
+@pytest.mark.parametrize(
+    ("description", "left", "right"),
+    [
+        (
+            "unset pod resources vs an empty stanza",
+            pod([container("a", _DB, _DB)]),
+            pod([container("a", _DB, _DB)], pod_resources={}),
+        ),
+        (
+            "no claims vs an empty claims list",
+            pod([container("a", _DB, _DB)], pod_resources={}),
+            pod([container("a", _DB, _DB)], pod_resources={"claims": []}),
+        ),
+        ("no priority vs priority 0", pod([container("a", _DB, _DB)]), pod([container("a", _DB, _DB)], priority=0)),
+        ("no os vs an os without a name", pod([container("a", _DB, _DB)]), pod([container("a", _DB, _DB)], os="")),
+        (
+            "an app container vs a sidecar",
+            pod([container("a", _DB, _DB)], init=[container("s")]),
+            pod([container("a", _DB, _DB)], init=[container("s", sidecar=True)]),
+        ),
+        (
+            "a default restart policy vs Never",
+            pod([container("a", _DB, _DB)]),
+            pod([container("a", _DB, _DB)], restart_policy="Never"),
+        ),
+        (
+            "2 cpus vs 2000m",
+            pod([container("a", _DB, _DB)]),
+            pod([container("a", {"cpu": "2000m", "memory": "4Gi"}, _DB)]),
+        ),
+    ],
+)
+def test_different_typed_specs_have_different_spec_json(
+    description: str, left: dict[str, Any], right: dict[str, Any]
+) -> None:
+    first, second = parse_pod(left), parse_pod(right)
+    assert first.spec != second.spec
+    assert first.spec_json() != second.spec_json()
+
+
+@pytest.mark.parametrize(
+    ("description", "left", "right"),
+    [
+        (
+            "fields the model does not read",
+            pod([container("a", _DB, _DB)]),
+            pod([container("a", _DB, _DB, env=[{"name": "X"}])], volumes=[{"name": "token-x7k2"}]),
+        ),
+        (
+            "null lists and maps read as empty",
+            pod([container("a", _DB, _DB)]),
+            pod([container("a", _DB, _DB, resizePolicy=None)], initContainers=None, overhead=None),
+        ),
+        (
+            "an unset restart policy is Always",
+            pod([container("a", _DB, _DB)]),
+            pod([container("a", _DB, _DB)], restart_policy="Always"),
+        ),
+        (
+            "YAML numbers read as quantities",
+            pod([container("a", {"cpu": 2}, None)]),
+            pod([container("a", {"cpu": "2"}, None)]),
+        ),
+    ],
+)
+def test_equal_typed_specs_have_equal_spec_json(description: str, left: dict[str, Any], right: dict[str, Any]) -> None:
+    first, second = parse_pod(left), parse_pod(right)
+    assert first.spec == second.spec
+    assert first.spec_json() == second.spec_json()
+
+
+def test_spec_json_is_encoded_once_per_pod_and_anew_for_a_copy() -> None:
+    parsed = parse_pod(pod([container("a", _DB, _DB)]))
+    assert parsed.spec_json() is parsed.spec_json()
+    copied = parsed.model_copy(update={"spec": parsed.spec.model_copy(update={"priority": 7})})
+    assert '"priority":7' in copied.spec_json()
+    assert '"priority"' not in parsed.spec_json()

@@ -7,6 +7,7 @@ The enforcer is the contract-speaking fake of ``webhook_testkit`` behind an
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from typing import Any
 
@@ -602,3 +603,32 @@ async def test_the_review_routes_answer_only_post(client: httpx.AsyncClient, pat
     assert response.status_code == 405
     assert response.headers["allow"] == "POST"
     assert response.json() == {"detail": "Method Not Allowed"}
+
+
+async def test_the_review_routes_come_first_and_the_probes_honour_dependency_overrides(
+    make_app: AppFactory,
+) -> None:
+    # /mutate and /validate are the app's own routes (matched once); /readyz is an APIRoute whose Services
+    # dependency a test (or an embedding) may replace through app.dependency_overrides
+    from starlette.routing import Route
+
+    from webhook import deps
+    from webhook.services import Services
+
+    app = make_app()
+    first, second = app.router.routes[:2]
+    assert [(type(r), getattr(r, "path", None)) for r in (first, second)] == [(Route, "/mutate"), (Route, "/validate")]
+
+    class NeverSynced:
+        def is_ready(self) -> bool:
+            return False
+
+    services = dataclasses.replace(app.state.services, pods=NeverSynced())
+
+    async def override() -> Services:
+        return services
+
+    app.dependency_overrides[deps.get_services] = override
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://webhook") as http:
+        ready = await http.get("/readyz")
+    assert (ready.status_code, ready.json()["checks"]["pods"]) == (503, False)

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 from webhook_testkit import PODS_DIR
 
+from shared import pod as pod_model
 from webhook import pod_cache
 
 pytestmark = pytest.mark.anyio
@@ -151,3 +152,56 @@ async def test_a_chain_asks_each_source_in_turn_and_is_ready_when_all_are() -> N
     assert chain.is_ready()
     found = await chain.find(namespace="shop", name="burstable-web", uid="u-1")
     assert found is not None and found.source == "watch"
+
+
+def _every_fixture_pod() -> list[tuple[str, dict[str, Any]]]:
+    found = [(path.name, json.loads(path.read_text())) for path in sorted(PODS_DIR.glob("*.json"))]
+    for path in sorted((PODS_DIR.parent / "reviews").glob("*.json")):
+        document = json.loads(path.read_text())
+        request = document.get("request") if isinstance(document, dict) else None
+        if not isinstance(request, dict):
+            continue
+        for field in ("object", "oldObject"):
+            obj = request.get(field)
+            if isinstance(obj, dict) and obj.get("kind") == "Pod" and "malformed" not in path.name:
+                found.append((f"{path.name} {field}", obj))
+    return found
+
+
+@pytest.mark.parametrize(("name", "obj"), _every_fixture_pod(), ids=lambda v: v if isinstance(v, str) else "")
+def test_the_kept_document_is_the_whole_trimmed_dump_byte_for_byte(name: str, obj: dict[str, Any]) -> None:
+    # the document is put together from its three fields, the spec's JSON shared with the plan memo's key
+    parsed = pod_model.parse_pod(obj)
+    expected = parsed.model_dump_json(by_alias=True, exclude_none=True).encode()
+    assert pod_cache.from_pod(parsed, namespace="", source="mutate").document == expected
+    assert json.loads(expected)["spec"] == json.loads(parsed.spec_json())
+
+
+def test_a_pod_json_cannot_encode_as_utf8_is_kept_as_json_dumps_writes_it() -> None:
+    obj = named(raw("tightly-coupled-database"), name="db-\ud800")
+    kept = pod_cache.trimmed(obj, namespace="prod", source="validate")
+    assert kept.document == json.dumps(pod_cache._dump(pod_model.parse_pod(obj))).encode()
+    assert kept.obj["metadata"]["name"] == "db-\ud800"
+
+
+@pytest.mark.parametrize(("name", "obj"), _every_fixture_pod(), ids=lambda v: v if isinstance(v, str) else "")
+def test_the_fingerprint_of_a_generate_name_pod_is_the_digest_of_its_trimmed_dump(
+    name: str, obj: dict[str, Any]
+) -> None:
+    # replicas share it through a memo keyed on the spec's JSON: the same digest as of the whole trimmed dump
+    pending = copy.deepcopy(obj)
+    pending["metadata"].pop("name", None)
+    pending["metadata"]["generateName"] = "web-"
+    parsed = pod_model.parse_pod(pending)
+    expected = pod_cache._fingerprint(pod_cache._dump(parsed))
+    assert pod_cache.from_pod(parsed, namespace="", source="mutate").fingerprint == expected
+    assert pod_cache.from_pod(pod_model.parse_pod(pending), namespace="", source="mutate").fingerprint == expected
+
+
+def test_the_fingerprint_of_a_spec_json_cannot_encode_is_the_digest_of_its_dump() -> None:
+    pending = named(raw("generate-name-train"), cpu="2")
+    pending["spec"]["containers"][0]["name"] = "train-\ud800"
+    parsed = pod_model.parse_pod(pending)
+    assert parsed.metadata.generate_name and not parsed.metadata.name
+    kept = pod_cache.from_pod(parsed, namespace="ml", source="mutate")
+    assert kept.fingerprint == pod_cache._fingerprint(pod_cache._dump(parsed))

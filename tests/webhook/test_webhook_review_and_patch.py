@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from starlette.responses import JSONResponse
 from webhook_testkit import apply_patch, review_bytes, review_names
 
 from webhook import errors, patch, responses, review
@@ -136,6 +137,56 @@ def test_the_response_envelope_omits_unset_fields() -> None:
         "kind": "AdmissionReview",
         "response": {"uid": "abc", "allowed": True},
     }
+
+
+def _starlette_body(response: review.AdmissionResponse) -> bytes:
+    return JSONResponse(review.response_document(response)).body
+
+
+# every character class JSON writes differently: quotes, backslash, the C0 controls, DEL, beyond ASCII and the BMP,
+# the separators JavaScript treats as line ends
+_ANY_TEXT = st.text(
+    st.characters(codec="utf-8")
+    | st.sampled_from(['"', "\\", "\x00", "\x1f", "\x7f", "\u2028", "\u2029", "\U0001f600"]),
+    max_size=24,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    uid=_ANY_TEXT,
+    allowed=st.booleans(),
+    status=st.none() | st.tuples(st.integers(400, 599), _ANY_TEXT, _ANY_TEXT),
+    patched=st.booleans(),
+    warnings=st.none() | st.lists(_ANY_TEXT, max_size=3),
+    audit=st.none() | st.dictionaries(_ANY_TEXT, _ANY_TEXT, max_size=3),
+)
+def test_the_response_body_is_what_starlette_would_send_byte_for_byte(
+    uid: str,
+    allowed: bool,
+    status: tuple[int, str, str] | None,
+    patched: bool,
+    warnings: list[str] | None,
+    audit: dict[str, str] | None,
+) -> None:
+    response = review.AdmissionResponse(
+        uid=uid,
+        allowed=allowed,
+        status=None if status is None else review.Status(code=status[0], reason=status[1], message=status[2]),
+        patch=patch.encode([patch.Operation("add", "/metadata", {"a": uid})]) if patched else None,
+        patch_type="JSONPatch" if patched else None,
+        warnings=warnings,
+        audit_annotations=audit,
+    )
+    assert review.response_body(response) == _starlette_body(response)
+
+
+def test_a_response_no_utf8_body_can_carry_fails_as_starlette_fails() -> None:
+    response = responses.denied("abc", "pod \ud800 is invalid", reason="Invalid", code=422)
+    with pytest.raises(UnicodeEncodeError):
+        _starlette_body(response)
+    with pytest.raises(UnicodeEncodeError):
+        review.response_body(response)
 
 
 # -- JSONPatch -------------------------------------------------------------------------------------------
