@@ -27,6 +27,7 @@ import logging
 import math
 import re
 import sys
+import time
 from collections.abc import Mapping
 from typing import IO, Any
 
@@ -166,6 +167,17 @@ def redact(value: object, key: object = None) -> object:
     return value
 
 
+def _redact_extra(name: str, value: object) -> object:
+    """``redact(value, name)`` of one ``extra=`` value, its first steps inlined: a line carries about ten."""
+    if _is_sensitive_name(name):
+        return REDACTED
+    if type(value) is str:
+        return redact_text(value)
+    if type(value) in _SCALARS:
+        return value
+    return redact(value)
+
+
 class RedactingFilter(logging.Filter):
     """Rewrites each record in place so no handler or formatter ever sees the secret."""
 
@@ -178,15 +190,8 @@ class RedactingFilter(logging.Filter):
         record.args = None
         fields = vars(record)
         # the ``extra=`` names: replacing their values in place keeps the order the formatter writes them in.
-        # ``redact(value, name)``, with its first steps inlined: a line carries about ten of these.
         for name in fields.keys() - _RECORD_ATTRIBUTES:
-            value = fields[name]
-            if _is_sensitive_name(name):
-                fields[name] = REDACTED
-            elif type(value) is str:
-                fields[name] = redact_text(value)
-            elif type(value) not in _SCALARS:
-                fields[name] = redact(value)
+            fields[name] = _redact_extra(name, fields[name])
         if record.exc_info and not record.exc_text:
             record.exc_text = redact_text(logging.Formatter().formatException(record.exc_info))
             record.exc_info = None
@@ -228,16 +233,16 @@ def utc_timestamp(created: float) -> str:
     return f"{_utc_second(second)}.{micros // 1000:03d}Z"
 
 
+def _line_head(created: float, level_name: str, logger_name: str, event: str) -> dict[str, Any]:
+    """The members every line starts with, in the order it writes them."""
+    return {"ts": utc_timestamp(created), "level": level_name.lower(), "logger": logger_name, "event": event}
+
+
 class JSONFormatter(logging.Formatter):
     """One JSON object per record: ts, level, logger, event, extra key-values, exc."""
 
     def format(self, record: logging.LogRecord) -> str:
-        doc: dict[str, Any] = {
-            "ts": utc_timestamp(record.created),
-            "level": record.levelname.lower(),
-            "logger": record.name,
-            "event": record.getMessage(),
-        }
+        doc = _line_head(record.created, record.levelname, record.name, record.getMessage())
         for name, value in vars(record).items():
             if name not in _RECORD_ATTRIBUTES and name not in doc:
                 doc[name] = value if type(value) in _JSON_SCALARS else _jsonable(value)
@@ -246,6 +251,76 @@ class JSONFormatter(logging.Formatter):
         if record.exc_text:
             doc["exc"] = record.exc_text
         return _encode_jsonable(doc)
+
+
+# What a line's fields may not be called for :func:`write` to write it: the record's own attributes (``extra=``
+# refuses most, the formatter skips the rest) and the members every line starts with (the formatter keeps those).
+_TAKEN_NAMES = _RECORD_ATTRIBUTES | {"ts", "level", "logger", "event"}
+
+
+def write(logger: logging.Logger, level: int, event: str, fields: Mapping[str, object]) -> None:
+    """``logger.log(level, event, extra=fields)``: the same line, to the same stream, without the record.
+
+    A line the webhook writes for every review spends more in the logging module's plumbing (the LogRecord and
+    its dozen attributes, the logger and handler calls) than in what it says.  When the record would reach exactly
+    one handler and that handler is one :func:`handler` built, untouched (a plain ``StreamHandler``, one
+    :class:`RedactingFilter`, a :class:`JSONFormatter`), the line is redacted, encoded and written here, under the
+    handler's lock, as the handler would have written it (``tests/servicekit/test_json_logging.py`` holds the
+    equivalence for every kind of value).  Anything else goes through ``logger.log`` as it always did: a level
+    that is off, a disabled logger, a filter on the logger, another handler anywhere on the way up (an operator's,
+    ``lastResort``), a handler whose level, filters or formatter differ, a custom record factory or logger class,
+    a field named like a record attribute.
+    """
+    if not logger.isEnabledFor(level):
+        return
+    out = _sole_json_handler(logger, level)
+    if out is None or type(event) is not str or not _TAKEN_NAMES.isdisjoint(fields):
+        logger.log(level, event, extra=fields)
+        return
+    doc = _line_head(time.time(), logging.getLevelName(level), logger.name, redact_text(event))
+    for name, value in fields.items():
+        value = _redact_extra(name, value)
+        doc[name] = value if type(value) in _JSON_SCALARS else _jsonable(value)
+    line = _encode_jsonable(doc) + out.terminator
+    out.acquire()
+    try:
+        try:
+            out.stream.write(line)
+            out.flush()
+        except RecursionError:  # as StreamHandler.emit
+            raise
+        except Exception:
+            out.handleError(logger.makeRecord(logger.name, level, "(unknown file)", 0, event, (), None, extra=fields))
+    finally:
+        out.release()
+
+
+def _sole_json_handler(logger: logging.Logger, level: int) -> logging.StreamHandler[IO[str]] | None:
+    """The one handler a record of ``level`` from ``logger`` reaches, if it is one :func:`handler` built as built."""
+    if (
+        type(logger) is not logging.Logger
+        or logger.disabled
+        or logger.filters
+        or logging.getLogRecordFactory() is not logging.LogRecord
+    ):
+        return None
+    found: logging.Handler | None = None
+    current: logging.Logger | None = logger
+    while current is not None:
+        for each in current.handlers:
+            if found is not None:
+                return None
+            found = each
+        current = current.parent if current.propagate else None
+    if (
+        type(found) is not logging.StreamHandler
+        or level < found.level
+        or type(found.formatter) is not JSONFormatter
+        or len(found.filters) != 1
+        or type(found.filters[0]) is not RedactingFilter
+    ):
+        return None
+    return found
 
 
 def handler(stream: IO[str] | None = None) -> logging.Handler:

@@ -17,7 +17,8 @@ An :class:`~webhook.errors.AdmissionDenied` raised anywhere below becomes
 ``allowed: false``.  Any other exception is a bug: it is logged with the
 request uid and answered as a denial with code 500 (reason ``InternalError``)
 rather than an HTTP 500, so the client sees what happened.  Every review logs
-one ``"admission reviewed"`` line carrying the request uid.
+one ``"admission reviewed"`` line carrying the request uid (written by
+:func:`servicekit.logging.write`: the line ``log.info`` writes, for less).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Literal
 
+from servicekit import logging as json_logging
 from webhook import errors, responses, review
 from webhook.handlers import common, pod_binding, pod_create, pod_resize
 from webhook.services import Services
@@ -81,9 +83,11 @@ async def review_request(
     result = "denied" if not response.allowed else ("patched" if response.patch else "allowed")
     reason = response.status.reason if response.status is not None else None
     services.metrics.observe_admission(label, result, elapsed, mode=mode, reason=reason)
-    log.info(
+    json_logging.write(
+        log,
+        logging.INFO,
         "admission reviewed",
-        extra={
+        {
             "uid": request.uid,
             "mode": mode,
             "request": request.describe(),

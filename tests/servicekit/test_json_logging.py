@@ -6,6 +6,7 @@ import datetime
 import io
 import json
 import logging
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -285,3 +286,196 @@ _EDGES = st.sampled_from([0.0, 0.0000005, 0.0004995, 0.0005, 0.9994995, 0.9995, 
 @given(created=st.floats(min_value=-1e9, max_value=4e9) | st.builds(lambda s, f: s + f, _SECONDS, _EDGES))
 def test_the_timestamp_is_the_one_isoformat_writes(created: float) -> None:
     assert jsonlog.utc_timestamp(created) == _isoformat_ts(created)
+
+
+# -- jsonlog.write: the line logger.info writes, without the record -----------------------------------------------
+
+FIXED_NOW = 1_764_637_738.5125  # time.time() for both paths: the lines must be equal byte for byte, ts included
+
+WRITE_EVENTS = ["admission reviewed", "100% done %s", f"got Authorization: Bearer abcdefgh12345678 {JWT}", "caf\u00e9"]
+
+
+def _no_record(*args: object, **kwargs: object) -> logging.LogRecord:
+    raise AssertionError("write() built a LogRecord: the fast path was not taken")
+
+
+@pytest.mark.parametrize("event", WRITE_EVENTS)
+@pytest.mark.parametrize(("description", "extra"), EXTRA_CASES, ids=[c[0] for c in EXTRA_CASES])
+def test_write_writes_the_line_logger_info_writes(
+    capture: tuple[logging.Logger, io.StringIO],
+    monkeypatch: pytest.MonkeyPatch,
+    description: str,
+    extra: dict[str, Any],
+    event: str,
+) -> None:
+    logger, stream = capture
+    monkeypatch.setattr(time, "time", lambda: FIXED_NOW)
+    logger.info(event, extra=extra)
+    via_logging = stream.getvalue()
+    stream.seek(0)
+    stream.truncate()
+    monkeypatch.setattr(logger, "makeRecord", _no_record)
+    jsonlog.write(logger, logging.INFO, event, extra)
+    assert stream.getvalue() == via_logging
+    assert via_logging.endswith("}\n") and via_logging.count("\n") == 1
+
+
+def test_write_honours_the_level_and_builds_nothing_below_it(capture: tuple[logging.Logger, io.StringIO]) -> None:
+    logger, stream = capture
+    logger.setLevel(logging.WARNING)
+    jsonlog.write(logger, logging.INFO, "admission reviewed", {"uid": "u"})
+    assert stream.getvalue() == ""
+    jsonlog.write(logger, logging.WARNING, "admission reviewed", {"uid": "u"})
+    assert lines(stream)[0]["level"] == "warning"
+
+
+class OtherFormatter(logging.Formatter):
+    def format(self, record: logging.LogRecord) -> str:
+        return f"other {record.getMessage()} {getattr(record, 'uid', '-')}"
+
+
+def _second_handler_on_the_parent(logger: logging.Logger, out: logging.Handler) -> None:
+    parent = logging.getLogger(logger.name.rsplit(".", 1)[0])
+    logger.propagate = True
+    extra = logging.StreamHandler(io.StringIO())
+    parent.addHandler(extra)
+    # the parent's handler receives the record too; undone by the test's finalizer below
+    logger._test_undo = lambda: (parent.removeHandler(extra), setattr(logger, "propagate", False))  # type: ignore[attr-defined]
+
+
+def _dropping_filter_on_the_logger(logger: logging.Logger, out: logging.Handler) -> None:
+    logger.addFilter(lambda record: False)
+
+
+def _handler_level_above(logger: logging.Logger, out: logging.Handler) -> None:
+    out.setLevel(logging.ERROR)
+
+
+def _another_formatter(logger: logging.Logger, out: logging.Handler) -> None:
+    out.setFormatter(OtherFormatter())
+
+
+def _another_filter_on_the_handler(logger: logging.Logger, out: logging.Handler) -> None:
+    def tag(record: logging.LogRecord) -> bool:
+        record.uid = "tagged"
+        return True
+
+    out.addFilter(tag)
+
+
+def _logger_disabled(logger: logging.Logger, out: logging.Handler) -> None:
+    logger.disabled = True
+
+
+# the configurations write() must leave to the logging module (it cannot promise the same line or the same
+# handlers otherwise): the line, or the absence of one, is whatever logger.info gives
+FALLBACK_CASES = {
+    "a second handler up the hierarchy": _second_handler_on_the_parent,
+    "a filter on the logger": _dropping_filter_on_the_logger,
+    "the handler's level above the line's": _handler_level_above,
+    "another formatter": _another_formatter,
+    "another filter on the handler": _another_filter_on_the_handler,
+    "the logger disabled": _logger_disabled,
+}
+
+
+@pytest.mark.parametrize("setup", FALLBACK_CASES.values(), ids=list(FALLBACK_CASES))
+def test_write_leaves_other_configurations_to_the_logging_module(
+    capture: tuple[logging.Logger, io.StringIO], monkeypatch: pytest.MonkeyPatch, setup: Any
+) -> None:
+    logger, stream = capture
+    (out,) = logger.handlers
+    setup(logger, out)
+    try:
+        monkeypatch.setattr(time, "time", lambda: FIXED_NOW)
+        made: list[str] = []
+        real = logger.makeRecord
+
+        def counting(*args: Any, **kwargs: Any) -> logging.LogRecord:
+            made.append(args[4])
+            return real(*args, **kwargs)
+
+        monkeypatch.setattr(logger, "makeRecord", counting)
+        logger.info("admission reviewed", extra={"uid": "u1"})
+        via_logging, made_by_logging = stream.getvalue(), list(made)
+        stream.seek(0)
+        stream.truncate()
+        made.clear()
+        jsonlog.write(logger, logging.INFO, "admission reviewed", {"uid": "u1"})
+        assert stream.getvalue() == via_logging
+        assert made == made_by_logging, "write() must have gone through the logging module as logger.info goes"
+    finally:
+        getattr(logger, "_test_undo", lambda: None)()
+        logger.filters.clear()
+        logger.disabled = False
+
+
+def test_write_leaves_a_custom_record_factory_and_taken_names_to_the_logging_module(
+    capture: tuple[logging.Logger, io.StringIO],
+) -> None:
+    logger, stream = capture
+    factory = logging.getLogRecordFactory()
+
+    def tagging(*args: Any, **kwargs: Any) -> logging.LogRecord:
+        record = factory(*args, **kwargs)
+        record.site = "eu-1"
+        return record
+
+    logging.setLogRecordFactory(tagging)
+    try:
+        jsonlog.write(logger, logging.INFO, "admission reviewed", {"uid": "u1"})
+    finally:
+        logging.setLogRecordFactory(factory)
+    assert lines(stream)[0]["site"] == "eu-1"
+    jsonlog.write(logger, logging.INFO, "admission reviewed", {"logger": "spoofed", "uid": "u2"})
+    assert (lines(stream)[1]["logger"], lines(stream)[1]["uid"]) == (logger.name, "u2")  # as the formatter keeps it
+    with pytest.raises(KeyError):  # as logger.info(..., extra={"message": ...}) refuses it
+        jsonlog.write(logger, logging.INFO, "admission reviewed", {"message": "x"})
+
+
+class LockCheckingStream(io.StringIO):
+    def __init__(self) -> None:
+        super().__init__()
+        self.handler: logging.Handler | None = None
+        self.held: list[bool] = []
+
+    def write(self, text: str) -> int:
+        assert self.handler is not None and self.handler.lock is not None
+        self.held.append(self.handler.lock._is_owned())  # type: ignore[attr-defined]
+        return super().write(text)
+
+
+def test_write_holds_the_handler_lock_while_it_writes() -> None:
+    stream = LockCheckingStream()
+    logger = logging.getLogger("tests.servicekit.jsonlog.locked")
+    out = jsonlog.handler(stream)
+    stream.handler = out
+    logger.handlers[:] = [out]
+    logger.propagate = False
+    try:
+        jsonlog.write(logger, logging.WARNING, "admission reviewed", {"uid": "u"})
+    finally:
+        logger.handlers.clear()
+    assert stream.held == [True]
+    assert lines(stream)[0]["uid"] == "u"
+
+
+class BrokenStream(io.StringIO):
+    def write(self, text: str) -> int:
+        raise OSError("disk full")
+
+
+def test_a_failed_write_is_reported_as_the_handler_reports_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    logger = logging.getLogger("tests.servicekit.jsonlog.broken")
+    out = jsonlog.handler(BrokenStream())
+    reported: list[logging.LogRecord] = []
+    monkeypatch.setattr(out, "handleError", reported.append)
+    logger.handlers[:] = [out]
+    logger.propagate = False
+    try:
+        jsonlog.write(logger, logging.WARNING, "admission reviewed", {"uid": "u"})  # does not raise
+    finally:
+        logger.handlers.clear()
+    assert [(r.getMessage(), r.levelno, getattr(r, "uid", None)) for r in reported] == [
+        ("admission reviewed", logging.WARNING, "u")
+    ]
