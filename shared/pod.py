@@ -30,7 +30,16 @@ import functools
 from collections.abc import Mapping
 from typing import Annotated, Any, Self, TypeAlias, TypeVar
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PrivateAttr, ValidationError
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    ValidationError,
+    ValidatorFunctionWrapHandler,
+    WrapValidator,
+)
 from pydantic.alias_generators import to_camel
 
 from shared import defaults, quantity
@@ -72,8 +81,22 @@ def _empty_as_none(value: object) -> object:
     return None if value == "" else value
 
 
+def _resource_list(value: object, validate: ValidatorFunctionWrapHandler) -> object:
+    """``null`` as empty; a map of strings as it is; anything else through the per-quantity validation.
+
+    What the API server stores is a map of strings, and the full validation would return an equal copy after a
+    Python call per quantity: only a map holding something else (a YAML number, a wrong type) needs it, and gets
+    it, with its messages and field paths.
+    """
+    if value is None:
+        return {}
+    if type(value) is dict and all(type(k) is str and type(v) is str for k, v in value.items()):
+        return dict(value)
+    return validate(value)
+
+
 QuantityText = Annotated[str, BeforeValidator(_quantity_text)]
-ResourceList = Annotated[dict[str, QuantityText], BeforeValidator(_none_as_empty)]
+ResourceList = Annotated[dict[str, QuantityText], WrapValidator(_resource_list)]
 StringMap = Annotated[dict[str, str], BeforeValidator(_none_as_empty)]
 
 

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Annotated, Any
 
 import pytest
 from pod_dicts import PODS_DIR, container, pod, resources
+from pydantic import BeforeValidator, TypeAdapter, ValidationError
 
+from shared import pod as pod_model
 from shared.errors import PodModelError, QuantityError
 from shared.pod import Pod, parse_pod
 from shared.resources import ContainerResources, PodResources, Resources
@@ -326,3 +328,49 @@ def test_spec_json_is_encoded_once_per_pod_and_anew_for_a_copy() -> None:
     copied = parsed.model_copy(update={"spec": parsed.spec.model_copy(update={"priority": 7})})
     assert '"priority":7' in copied.spec_json()
     assert '"priority"' not in parsed.spec_json()
+
+
+# What ResourceList was before its map of strings skipped the per-quantity Python calls: every answer must match.
+_RESOURCE_LIST_AS_BEFORE: TypeAdapter[dict[str, str]] = TypeAdapter(
+    Annotated[dict[str, pod_model.QuantityText], BeforeValidator(lambda v: {} if v is None else v)]
+)
+
+
+class _Text(str):
+    pass
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        None,
+        {},
+        {"cpu": "2", "memory": "4Gi"},
+        {"cpu": 2, "memory": "4Gi"},
+        {"cpu": 0.5},
+        {"cpu": True},
+        {"cpu": None},
+        {"memory": ["1Gi"]},
+        {"cpu": _Text("2")},
+        {1: "2"},
+        {_Text("cpu"): "2"},
+        "2",
+        ["cpu"],
+        {"cpu": "2", "memory": {"x": 1}},
+    ],
+    ids=repr,
+)
+def test_resource_lists_read_as_the_per_quantity_validation_reads_them(value: object) -> None:
+    adapter: TypeAdapter[dict[str, str]] = TypeAdapter(pod_model.ResourceList)
+    try:
+        expected: object = _RESOURCE_LIST_AS_BEFORE.validate_python(value)
+    except ValidationError as err:
+        with pytest.raises(ValidationError) as got:
+            adapter.validate_python(value)
+        assert got.value.errors(include_context=False) == err.errors(include_context=False)  # type, loc, msg, input
+    else:
+        got_value = adapter.validate_python(value)
+        assert got_value == expected
+        assert isinstance(got_value, dict) and isinstance(expected, dict)
+        assert [(type(k), type(v)) for k, v in got_value.items()] == [(type(k), type(v)) for k, v in expected.items()]
+        assert got_value is not value  # a copy: the model never shares the request's map
