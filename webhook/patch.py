@@ -14,6 +14,7 @@ Pure: nothing here reads pods beyond the mapping it is given.
 from __future__ import annotations
 
 import base64
+import functools
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -89,3 +90,62 @@ def to_json(ops: Sequence[Operation]) -> bytes:
 def encode(ops: Sequence[Operation]) -> str:
     """``AdmissionResponse.patch``: standard, padded base64 of the UTF-8 JSON array (R2.2)."""
     return base64.b64encode(to_json(ops)).decode("ascii")
+
+
+# Replicas get the same annotations, so the same patch: kept for this many (desired, shape) pairs, each carrying at
+# most this many characters of annotation values (a few MB in all).
+_PATCH_MEMO_ENTRIES = 256
+_PATCH_MEMO_CHARS = 16 * 1024
+
+_Shape = tuple[tuple[str, str], ...] | Literal["no metadata", "no annotations"]
+
+
+def encoded_annotation_ops(obj: Mapping[str, Any], desired: Mapping[str, str | None]) -> str:
+    """``encode(annotation_ops(obj, desired))``, or ``""`` when there is nothing to patch.
+
+    :func:`annotation_ops` reads of ``obj`` only whether it has a metadata map and an annotations map in it, and
+    the annotations ``desired`` names; with those and ``desired`` as the key the encoded patch is kept, so the
+    replicas of a Deployment (same plan, no numaguard annotations yet) share one.  A pod whose annotations hold
+    anything but strings there, or much text, is patched from scratch.
+    """
+    shape = _annotation_shape(obj, desired)
+    if shape is None:
+        return _encoded_or_empty(annotation_ops(obj, desired))
+    return _encoded_for_shape(tuple(desired.items()), shape)
+
+
+def _annotation_shape(obj: Mapping[str, Any], desired: Mapping[str, str | None]) -> _Shape | None:
+    metadata = obj.get("metadata")
+    if not isinstance(metadata, Mapping):
+        return "no metadata"
+    current = metadata.get("annotations")
+    if not isinstance(current, Mapping):
+        return "no annotations"
+    held: list[tuple[str, str]] = []
+    chars = 0
+    for key, wanted in desired.items():
+        chars += len(key) + (len(wanted) if wanted is not None else 0)
+        if key in current:
+            value = current[key]
+            if type(value) is not str:
+                return None
+            chars += len(value)
+            held.append((key, value))
+    return tuple(held) if chars <= _PATCH_MEMO_CHARS else None
+
+
+@functools.lru_cache(maxsize=_PATCH_MEMO_ENTRIES)
+def _encoded_for_shape(desired: tuple[tuple[str, str | None], ...], shape: _Shape) -> str:
+    """The patch for any object of this shape: one rebuilt from it reads the same to :func:`annotation_ops`."""
+    obj: dict[str, Any]
+    if shape == "no metadata":
+        obj = {}
+    elif shape == "no annotations":
+        obj = {"metadata": {}}
+    else:
+        obj = {"metadata": {"annotations": dict(shape)}}
+    return _encoded_or_empty(annotation_ops(obj, dict(desired)))
+
+
+def _encoded_or_empty(ops: Sequence[Operation]) -> str:
+    return encode(ops) if ops else ""

@@ -29,10 +29,15 @@ def allowed(uid: str, *, warnings: Iterable[str] = ()) -> review.AdmissionRespon
 
 def patched(uid: str, ops: Sequence[patch.Operation], *, warnings: Iterable[str] = ()) -> review.AdmissionResponse:
     """Allowed with ``ops`` applied; without ops this is :func:`allowed` (no empty patch is ever sent)."""
-    if not ops:
+    return patched_with(uid, patch.encode(ops) if ops else "", warnings=warnings)
+
+
+def patched_with(uid: str, encoded_patch: str, *, warnings: Iterable[str] = ()) -> review.AdmissionResponse:
+    """Allowed with an already encoded patch (:func:`webhook.patch.encode`); ``""`` means none: :func:`allowed`."""
+    if not encoded_patch:
         return allowed(uid, warnings=warnings)
     return review.AdmissionResponse(
-        uid=uid, allowed=True, patch=patch.encode(ops), patch_type="JSONPatch", warnings=_warnings(warnings)
+        uid=uid, allowed=True, patch=encoded_patch, patch_type="JSONPatch", warnings=_warnings(warnings)
     )
 
 

@@ -256,6 +256,39 @@ def test_annotation_ops_reach_the_desired_map_and_then_patch_nothing(
     assert patch.annotation_ops(patched, desired) == []
 
 
+_objects = st.one_of(
+    st.just({}),
+    st.just({"metadata": None}),
+    st.just({"metadata": "x"}),
+    st.builds(
+        lambda a: {"metadata": {"name": "p", "annotations": a}}, st.one_of(st.none(), st.just([]), _annotation_maps)
+    ),
+    # annotations that hold a non-string under a desired key: patched from scratch, never from the memo
+    st.builds(lambda a, k: {"metadata": {"annotations": {**a, k: 1}}}, _annotation_maps, _keys),
+    st.builds(lambda k: {"metadata": {"annotations": {k: "v" * 20_000}}}, _keys),  # too much text to keep
+)
+
+
+@settings(max_examples=500, deadline=None)
+@given(
+    objs=st.lists(_objects, min_size=1, max_size=4),
+    desired=st.dictionaries(_keys, st.one_of(st.none(), st.text(max_size=4)), max_size=5),
+)
+def test_the_kept_encoded_patch_is_the_one_each_object_gets_from_scratch(
+    objs: list[dict[str, Any]], desired: dict[str, str | None]
+) -> None:
+    # several objects against the same desired map, each twice: a kept patch must never be another object's
+    for obj in objs + objs:
+        ops = patch.annotation_ops(obj, desired)
+        assert patch.encoded_annotation_ops(obj, desired) == (patch.encode(ops) if ops else "")
+
+
+def test_patched_with_an_encoded_patch_is_patched_with_its_operations() -> None:
+    ops = [patch.Operation("add", "/metadata/annotations", {"k": "v"})]
+    assert responses.patched_with("u", patch.encode(ops), warnings=["w"]) == responses.patched("u", ops, warnings=["w"])
+    assert responses.patched_with("u", "", warnings=["w"]) == responses.patched("u", [], warnings=["w"])
+
+
 # -- responses -------------------------------------------------------------------------------------------
 
 

@@ -35,7 +35,7 @@ def respond(
 ) -> review.AdmissionResponse:
     if outcome.denial is not None:
         return responses.from_denial(request.uid, outcome.denial, warnings=outcome.warnings)
-    ops: list[patch.Operation] = []
+    encoded = ""
     if mode == "mutate" and may_patch and outcome.annotations and isinstance(request.obj, dict):
-        ops = patch.annotation_ops(request.obj, outcome.annotations)
-    return responses.patched(request.uid, ops, warnings=outcome.warnings)
+        encoded = patch.encoded_annotation_ops(request.obj, outcome.annotations)
+    return responses.patched_with(request.uid, encoded, warnings=outcome.warnings)
