@@ -396,7 +396,12 @@ def test_a_burst_of_fifty_bindings_is_decided_correctly_and_none_is_lost(
 def test_a_burst_of_five_hundred_bindings_is_decided_correctly_and_none_is_lost(
     node: EnforcerNode, tmp_path: Path, pki: Pki, results_file: Path
 ) -> None:
-    """With the deployed settings (manifests/base/config/webhook.yaml: 10 s, 3 s budget, one retry)."""
+    """With the deployed settings (manifests/base/config/webhook.yaml: 10 s, 3 s budget, one retry).
+
+    A performance claim as much as a correctness one: it needs the two cores to itself. With another
+    CPU-heavy job beside it the 3 s budget runs out and Guaranteed bindings are denied
+    ``EnforcerUnavailable`` (RELIABILITY.md, known limits); the 30 s variant below is the one that
+    holds on a loaded machine."""
     check_burst(binding_burst(node, tmp_path / "webhook", pki, 500), results_file, "binding_burst_500")
 
 
