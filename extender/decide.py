@@ -166,15 +166,21 @@ class Extender:
         with self._lock:
             self._learn(args.node_names)
             result: dict[str, NodeAnswer] = {}
-            for name in args.node_names:
+            for name, fresh in zip(args.node_names, self.store.fresh(args.node_names), strict=True):
                 if name not in result:
-                    result[name] = self._answer(name, converted, shapes)
+                    result[name] = self._answer(name, fresh, converted, shapes)
             return result
 
-    def _answer(self, name: str, converted: dict[bool, PodResources | None], shapes: dict[bool, str]) -> NodeAnswer:
+    def _answer(
+        self,
+        name: str,
+        replica: NodeReplica | None,
+        converted: dict[bool, PodResources | None],
+        shapes: dict[bool, str],
+    ) -> NodeAnswer:
+        """The node's answer; ``replica`` is its replica when fresh (None: not fresh, or none)."""
         if self.directory.url_for(name) is None:
             return NodeAnswer("no_opinion", "node is not enforced by numaguard")
-        replica = self.store.fresh(name)
         if replica is None:
             return self._not_fresh(self.store.view(name), converted, shapes)
         # the common case, a fresh replica: the same checks as _not_fresh, freshness known

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -134,15 +134,20 @@ class ReplicaStore:
             entry = self._entries.get(node)
             return None if entry is None or entry.replica is None else entry.replica.etag
 
-    def fresh(self, node: str) -> NodeReplica | None:
-        """The replica when it is fresh, else None (then :meth:`view` says why): a decision's common case,
-        without building a view."""
+    def fresh(self, nodes: Sequence[str]) -> list[NodeReplica | None]:
+        """Per node, its replica when it is fresh, else None (then :meth:`view` says why): a decision's
+        common case, for all of a call's nodes under one lock and one clock reading, without building views."""
         now = self.clock()
+        result: list[NodeReplica | None] = []
         with self._lock:
-            entry = self._entries.get(node)
-            if entry is None or entry.confirmed_at is None or now - entry.confirmed_at > self.freshness:
-                return None
-            return entry.replica
+            entries = self._entries
+            for node in nodes:
+                entry = entries.get(node)
+                if entry is None or entry.confirmed_at is None or now - entry.confirmed_at > self.freshness:
+                    result.append(None)
+                else:
+                    result.append(entry.replica)
+        return result
 
     def view(self, node: str) -> ReplicaView:
         now = self.clock()
