@@ -109,8 +109,9 @@ def reserved_cpu_count(reserved_system_cpus: CPUSet | None, reserved_cpu_millis:
     return math.ceil(reserved_cpu_millis / 1000)
 
 
-HINT_CACHE_ENTRIES = 4096
-"""Distinct (machine, socket option, free CPUs, reusable CPUs, request) inputs whose hints are kept."""
+HINT_CACHE_ENTRIES = 256
+"""Distinct (machine, socket option, free CPUs, reusable CPUs, request) inputs whose hints are kept
+(about 4 KB each with their generated layers: at most about 1 MB, in the enforcer too)."""
 
 _HintKey = tuple[int, bool, int, int, int]  # id(topology), align-by-socket, available mask, reusable mask, request
 
@@ -120,11 +121,12 @@ class _HintFamilies:
 
     Why: the scheduler extender dry-runs one pod on a hundred replicas, and again on each replica a
     binding changed; replicas of one machine kind share one topology object and often have the same CPUs
-    free, so about half the families it asked for had been computed before (``bench.bench_extender
-    dry-runs``).  A family reads only the topology (and the combinations derived from it), the
-    align-by-socket option and the three numbers of the key, all immutable, so a shared one answers
-    exactly as a new one would.  The topology is held with the entry, so its id in the key cannot be
-    reused while the entry lives.  ``[]`` (not even the whole machine fits) is cheap and not kept."""
+    free, so a third of the families it asked for had been computed before (``bench.bench_extender
+    dry-runs``, 256 entries; 45% with 4,096).  A family reads only the topology (and the combinations
+    derived from it), the align-by-socket option and the three numbers of the key, all immutable, so a
+    shared one answers exactly as a new one would.  The topology is held with the entry, so its id in the
+    key cannot be reused while the entry lives.  ``[]`` (not even the whole machine fits) is cheap and not
+    kept."""
 
     def __init__(self, size: int) -> None:
         self.size = size
