@@ -42,11 +42,11 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any, Literal
 
 from enforcer.engine.node import NodeEngine
-from extender import engine_adapter, scoring, wire
+from extender import engine_adapter, wire
+from extender.answer import NodeAnswer, known
 from extender.directory import EnforcerDirectory
 from extender.engine_adapter import DryRun
 from extender.replica import NodeReplica, ReplicaStore, ReplicaView
@@ -56,32 +56,23 @@ from shared.pod import Pod, parse_pod
 from shared.resources import PodResources
 
 EnforcerDownPolicy = Literal["filter", "pass"]
-Verdict = Literal["passed", "failed", "unresolvable", "no_alignment_needed", "no_opinion"]
 ENFORCER_UNAVAILABLE = "EnforcerUnavailable"
 DEFAULT_CACHE_ENTRIES = 50_000
 PREPARED_SHAPES = 8
 """How many recent pod shapes :meth:`Extender.prepare` answers on a new replica ahead of the scheduler."""
 
 
-@dataclass(frozen=True, slots=True)
-class NodeAnswer:
-    verdict: Verdict
-    message: str | None = None
-    outcome: DryRun | None = None
-    holds: bool = False  # the node already holds an allocation for this pod uid (a retried scheduling)
-
-
 class _Cache:
-    """A bounded LRU map of dry-run answers."""
+    """A bounded LRU map of dry-run answers (as :func:`~extender.answer.known` builds them)."""
 
     def __init__(self, size: int) -> None:
         self.size = size
-        self._items: OrderedDict[tuple[str, str], DryRun] = OrderedDict()
+        self._items: OrderedDict[tuple[str, str], NodeAnswer] = OrderedDict()
         self._lock = threading.Lock()  # short sections only: computing happens outside
         self.hits = 0
         self.misses = 0
 
-    def peek(self, key: tuple[str, str]) -> DryRun | None:
+    def peek(self, key: tuple[str, str]) -> NodeAnswer | None:
         with self._lock:
             found = self._items.get(key)
             if found is not None:
@@ -89,21 +80,35 @@ class _Cache:
                 self.hits += 1
             return found
 
-    def put(self, key: tuple[str, str], value: DryRun) -> None:
+    def put(self, key: tuple[str, str], value: NodeAnswer) -> None:
         with self._lock:
             self._items[key] = value
             if len(self._items) > self.size:
                 self._items.popitem(last=False)
 
-    def get(self, key: tuple[str, str], compute: Callable[[], DryRun]) -> DryRun:
+    def get(self, key: tuple[str, str], compute: Callable[[], DryRun]) -> NodeAnswer:
         found = self.peek(key)
         if found is not None:
             return found
         with self._lock:
             self.misses += 1
-        value = compute()
+        value = known(compute())
         self.put(key, value)
         return value
+
+
+_NO_ALIGNMENT_NEEDED = NodeAnswer("no_alignment_needed")
+_HOLDS = NodeAnswer("passed", "already allocated on this node", holds=True, score=wire.MAX_EXTENDER_PRIORITY)
+
+
+def _settled(resources: PodResources | None) -> NodeAnswer:
+    """The answer for a node whose reading of the pod needs no dry run: None (no alignment needed
+    under its gate), or a pod whose uid the node already holds.
+
+    The latter is a pod scheduled again after its binding failed past the allocation: the enforcer
+    answers an allocation request for this uid idempotently, so this node admits it whatever is free
+    now, and binding there returns the allocation it already holds (the best score)."""
+    return _NO_ALIGNMENT_NEEDED if resources is None else _HOLDS
 
 
 class Extender:
@@ -146,17 +151,7 @@ class Extender:
         """A ``HostPriorityList`` for every node of the request."""
         args = wire.parse_args(body)
         answers = self.answers(args)
-        scores = []
-        for name in args.node_names:
-            answer = answers[name]
-            if answer.holds:
-                value = wire.MAX_EXTENDER_PRIORITY  # binding there returns the allocation it already holds
-            elif answer.outcome is not None:
-                value = scoring.score(answer.outcome)
-            else:
-                value = scoring.NO_OPINION
-            scores.append((name, value))
-        return wire.host_priority_list(scores)
+        return wire.host_priority_list([(name, answers[name].score) for name in args.node_names])
 
     # ------------------------------------------------------------------ per node
     def answers(self, args: wire.ExtenderArgs) -> dict[str, NodeAnswer]:
@@ -171,43 +166,66 @@ class Extender:
         with self._lock:
             self._learn(args.node_names)
             result: dict[str, NodeAnswer] = {}
-            for name in args.node_names:
+            for name, fresh in zip(args.node_names, self.store.fresh(args.node_names), strict=True):
                 if name not in result:
-                    result[name] = self._answer(name, converted, shapes)
+                    result[name] = self._answer(name, fresh, converted, shapes)
             return result
 
-    def _answer(self, name: str, converted: dict[bool, PodResources | None], shapes: dict[bool, str]) -> NodeAnswer:
+    def _answer(
+        self,
+        name: str,
+        replica: NodeReplica | None,
+        converted: dict[bool, PodResources | None],
+        shapes: dict[bool, str],
+    ) -> NodeAnswer:
+        """The node's answer; ``replica`` is its replica when fresh (None: not fresh, or none)."""
         if self.directory.url_for(name) is None:
             return NodeAnswer("no_opinion", "node is not enforced by numaguard")
-        view = self.store.view(name)
+        if replica is None:
+            return self._not_fresh(self.store.view(name), converted, shapes)
+        # the common case, a fresh replica: the same checks as _not_fresh, freshness known
+        resources = converted[replica.gate]
+        if resources is None or resources.uid in replica.engine.state.pods:
+            return _settled(resources)
+        shape = shapes[replica.gate]
+        found = replica.answers.get(shape)
+        if found is None:
+            found = self._unresolvable(replica, resources, shape) or self._cache.get(
+                (replica.state_key, shape), lambda: engine_adapter.dry_run(replica.engine, resources)
+            )
+            replica.remember(shape, found)
+        return found
+
+    def _not_fresh(
+        self, view: ReplicaView, converted: dict[bool, PodResources | None], shapes: dict[bool, str]
+    ) -> NodeAnswer:
         replica = view.replica
         if replica is None:
             if view.freshness == "down" and self.enforcer_down == "filter":
                 return NodeAnswer("unresolvable", _down_message(view))
             return NodeAnswer("no_opinion", "no replica of this node yet")
-        engine = replica.engine
-        gate = engine.config.gates.pod_level_resources
-        resources = converted[gate]
-        if resources is None:
-            return NodeAnswer("no_alignment_needed")
-        if resources.uid in engine.state.pods:
-            # a pod scheduled again after its binding failed past the allocation: the enforcer answers an
-            # allocation request for this uid idempotently, so this node admits it whatever is free now
-            return NodeAnswer("passed", "already allocated on this node", holds=True)
-        shape = shapes[gate]
-        never = self._cache.get(("empty:" + replica.config_key, shape), lambda: self._twin_dry_run(replica, resources))
-        if not never.admitted:
-            return NodeAnswer("unresolvable", _refusal(never))
+        resources = converted[replica.gate]
+        if resources is None or resources.uid in replica.engine.state.pods:
+            return _settled(resources)
+        never = self._unresolvable(replica, resources, shapes[replica.gate])
+        if never is not None:
+            return never
         if view.freshness == "down":
             if self.enforcer_down == "filter":
                 return NodeAnswer("unresolvable", _down_message(view))
             return NodeAnswer("no_opinion", view.error)
         if view.freshness != "fresh":
             return NodeAnswer("no_opinion", "replica is stale")
-        outcome = self._cache.get((replica.state_key, shape), lambda: engine_adapter.dry_run(engine, resources))
-        if outcome.admitted:
-            return NodeAnswer("passed", outcome=outcome)
-        return NodeAnswer("failed", _refusal(outcome), outcome)
+        return self._cache.get(
+            (replica.state_key, shapes[replica.gate]), lambda: engine_adapter.dry_run(replica.engine, resources)
+        )
+
+    def _unresolvable(self, replica: NodeReplica, resources: PodResources, shape: str) -> NodeAnswer | None:
+        """The answer when no state of the node could admit the pod (its empty twin refuses it), else None.
+
+        Known from the machine and configuration alone, so it holds on a stale replica too."""
+        never = self._cache.get(("empty:" + replica.config_key, shape), lambda: self._twin_dry_run(replica, resources))
+        return NodeAnswer("unresolvable", never.message) if never.verdict == "failed" else None
 
     # ------------------------------------------------------------------ ahead of the scheduler
     def prepare(self, replica: NodeReplica) -> None:
@@ -222,7 +240,7 @@ class Extender:
         for shape, pod in recent:
             key = (replica.state_key, shape)
             if self._cache.peek(key) is None:
-                self._cache.put(key, engine_adapter.dry_run(replica.engine, pod))
+                self._cache.put(key, known(engine_adapter.dry_run(replica.engine, pod)))
 
     def _remember(self, converted: dict[bool, PodResources | None], shapes: dict[bool, str]) -> None:
         """Note the pod's shape under each gate value; each gate keeps its own :data:`PREPARED_SHAPES`.
@@ -298,10 +316,6 @@ def _with_qos(pod: PodResources, pod_qos: Any) -> PodResources:
         priority=pod.priority,
         overhead=pod.overhead,
     )
-
-
-def _refusal(outcome: DryRun) -> str:
-    return f"{outcome.reason}: {outcome.message}" if outcome.message else str(outcome.reason)
 
 
 def _down_message(view: ReplicaView) -> str:

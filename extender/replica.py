@@ -16,15 +16,20 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from enforcer.engine.node import NodeEngine
 from extender import engine_adapter
+from extender.answer import NodeAnswer
 
 EXPORT_VERSION = 1
 Freshness = Literal["fresh", "stale", "down", "unknown"]
+
+
+REMEMBERED_SHAPES = 64
+"""Answers a replica keeps (pod shapes asked about while it is installed); forgotten all at once past that."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,6 +41,17 @@ class NodeReplica:
     state_key: str  # engine_adapter.state_digest: equal keys, equal answers
     config_key: str  # engine_adapter.config_digest: equal keys, equal answers on an empty node
     etag: str | None
+    gate: bool  # the engine's PodLevelResources gate: which reading of a pod it dry-runs
+    # pod shape -> the answer while this replica is fresh.  Why: a call answered from the shared cache
+    # still built a key, took a lock and touched the LRU twice per node (its empty twin and its state);
+    # the replica's own answers cost one dict lookup.  Written under the decisions' lock only; a new
+    # replica starts empty, so what a state changed never outlives the replica it was computed on.
+    answers: dict[str, NodeAnswer] = field(default_factory=dict, compare=False, repr=False)
+
+    def remember(self, shape: str, answer: NodeAnswer) -> None:
+        if len(self.answers) >= REMEMBERED_SHAPES:
+            self.answers.clear()
+        self.answers[shape] = answer
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,6 +105,7 @@ class ReplicaStore:
             state_key=engine_adapter.state_digest(engine, snapshot),
             config_key=engine_adapter.config_digest(engine),
             etag=etag,
+            gate=engine.config.gates.pod_level_resources,
         )
         if self.prepare is not None:
             self.prepare(replica)
@@ -116,6 +133,21 @@ class ReplicaStore:
         with self._lock:
             entry = self._entries.get(node)
             return None if entry is None or entry.replica is None else entry.replica.etag
+
+    def fresh(self, nodes: Sequence[str]) -> list[NodeReplica | None]:
+        """Per node, its replica when it is fresh, else None (then :meth:`view` says why): a decision's
+        common case, for all of a call's nodes under one lock and one clock reading, without building views."""
+        now = self.clock()
+        result: list[NodeReplica | None] = []
+        with self._lock:
+            entries = self._entries
+            for node in nodes:
+                entry = entries.get(node)
+                if entry is None or entry.confirmed_at is None or now - entry.confirmed_at > self.freshness:
+                    result.append(None)
+                else:
+                    result.append(entry.replica)
+        return result
 
     def view(self, node: str) -> ReplicaView:
         now = self.clock()

@@ -579,3 +579,19 @@ def test_options_given_as_a_parsed_value_are_still_checked_for_conflicts() -> No
             num_reserved_cpus=0,
             options=StaticPolicyOptions(full_pcpus_only=True, distribute_cpus_across_cores=True),
         )
+
+
+def test_policies_on_one_machine_object_share_a_hint_family_only_for_equal_inputs() -> None:
+    # the extender's replicas of one machine kind share one topology object, so their policies share
+    # families; a family built for one free set never answers another
+    topology = synthetic_topology(numa_nodes=2, cores_per_numa=8)
+    first, twin = policy_on(topology), policy_on(topology)
+    state, other = first.new_state(), twin.new_state()
+    the_pod = pod("p", guaranteed("a", "6"))
+    shared, again = first.get_pod_topology_hints(state, the_pod), twin.get_pod_topology_hints(other, the_pod)
+    assert shared is not None and again is not None and shared["cpu"] is again["cpu"]
+    other.default = other.default - cs("8-11")  # four CPUs of NUMA node 1 taken on the twin
+    narrower = twin.get_pod_topology_hints(other, the_pod)
+    assert narrower is not None and narrower["cpu"] is not shared["cpu"]
+    assert hints_as_data(narrower["cpu"]) == [{"mask": [0], "preferred": True}, {"mask": [0, 1], "preferred": False}]
+    assert hints_as_data(shared["cpu"]) == hints_as_data(first._compute_hints(first.available_cpus(state), CPUSet(), 6))

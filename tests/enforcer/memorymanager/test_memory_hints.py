@@ -210,3 +210,22 @@ def test_pod_scope_restart_compares_one_container_with_the_pod_total_h7() -> Non
     for c in p.containers:
         policy.allocate(state, p, c, hint(1), counters())
     assert policy.get_pod_topology_hints(state, p) is None
+
+
+def test_hint_families_are_shared_and_do_not_follow_the_state_charged_after_them() -> None:
+    # a dry run computes the family, then charges its copy of the state: a later call with the state as it
+    # was gets the same family back, and it must still answer for that state (not the charged one)
+    from enforcer.memorymanager import placement
+
+    policy = two_nodes()
+    state = policy.new_state()
+    before = state.copy()
+    wanted = {"memory": 10 * GiB}
+    family = placement.calculate_hints(state.machine_state, wanted, {})["memory"]
+    placement.charge(state.machine_state, (0, 1), "memory", 40 * GiB)  # a group over both nodes, nearly full
+    again = placement.calculate_hints(before.machine_state, wanted, {})["memory"]
+    assert again is family
+    assert list(family) == [hint(0), hint(1), hint(0, 1, preferred=False)]
+    assert list(family) == list(placement.hint_family(before.machine_state, wanted, {}) or [])
+    charged = placement.calculate_hints(state.machine_state, wanted, {})["memory"]  # the charged state: its own
+    assert list(charged) == [hint(0, 1, preferred=False)]  # H4: the used nodes only as their group
