@@ -36,6 +36,8 @@ side comparison with an older build; the client and this bench stay the same).
 parsing, no decision and no write): the stack's own cost per request.  Every
 row also gives the enforcer process's CPU time per request (all threads, from
 ``/proc``), the figure a shared machine disturbs least.
+``--quick`` measures what ``python -m bench --quick`` does for this section (30 allocations per
+client, then the curve at 100 pods held), from ``--enforcer-root`` too.
 
 This module is a measuring tool: it must not be imported by product code or by tests.
 """
@@ -463,6 +465,11 @@ def main(argv: list[str] | None = None) -> int:
         "--floor", action="store_true", help="also re-send a held pod's allocation (no decision, no write)"
     )
     parser.add_argument(
+        "--quick",
+        action="store_true",
+        help="what `python -m bench --quick` measures here: 30 allocations per client, then 100 pods held",
+    )
+    parser.add_argument(
         "--repost-in-process", action="store_true", help="function calls and CPU per re-sent allocation, in-process"
     )
     args = parser.parse_args(argv)
@@ -474,7 +481,8 @@ def main(argv: list[str] | None = None) -> int:
         return _print_split(held_split(args.held_split, freeze=not args.no_freeze))
     if args.held:
         return _print_held(held_curve(args.held, repeats=args.held_repeats, root=args.enforcer_root.resolve()))
-    rows = run(args.repeats, args.client, root=args.enforcer_root.resolve(), floor=args.floor)
+    repeats = 30 if args.quick else args.repeats
+    rows = run(repeats, args.client, root=args.enforcer_root.resolve(), floor=args.floor)
     print(
         f"{'clients':>7} {'operation':>9} {'requests':>8} {'p50 ms':>8} {'p99 ms':>8} {'max ms':>8} {'per s':>8} "
         f"{'server CPU ms/request':>22}"
@@ -487,6 +495,8 @@ def main(argv: list[str] | None = None) -> int:
     at_16 = next(r for r in rows if r.clients == 16 and r.operation == "allocate")
     verdict = "meets" if at_16.p99_ms <= TARGET_P99_MS_AT_16 else "misses"
     print(f"allocation p99 at 16 clients: {at_16.p99_ms:.2f} ms ({verdict} the {TARGET_P99_MS_AT_16:g} ms target)")
+    if args.quick:
+        return _print_held(held_curve(100, root=args.enforcer_root.resolve()))
     return 0
 
 
