@@ -36,6 +36,8 @@ side comparison with an older build; the client and this bench stay the same).
 parsing, no decision and no write): the stack's own cost per request.  Every
 row also gives the enforcer process's CPU time per request (all threads, from
 ``/proc``), the figure a shared machine disturbs least.
+``--quick`` measures what ``python -m bench --quick`` does for this section (30 allocations per
+client, then the curve at 100 pods held), from ``--enforcer-root`` too.
 
 This module is a measuring tool: it must not be imported by product code or by tests.
 """
@@ -463,18 +465,32 @@ def main(argv: list[str] | None = None) -> int:
         "--floor", action="store_true", help="also re-send a held pod's allocation (no decision, no write)"
     )
     parser.add_argument(
+        "--quick",
+        action="store_true",
+        help="what `python -m bench --quick` measures here: 30 allocations per client, then 100 pods held",
+    )
+    parser.add_argument(
         "--repost-in-process", action="store_true", help="function calls and CPU per re-sent allocation, in-process"
     )
+    parser.add_argument(
+        "--pairs-in-process", type=int, metavar="N", help="event-loop CPU per allocation + release, in-process"
+    )
+    parser.add_argument("--large", action="store_true", help="--pairs-in-process on the 1,024-CPU machine")
     args = parser.parse_args(argv)
     if args.repost_in_process:
         calls, cpu_ms = repost_in_process()
         print(f"re-sent allocation through the ASGI app: {calls:.0f} function calls, {cpu_ms:.3f} ms CPU per request")
         return 0
+    if args.pairs_in_process:
+        cpu_ms = pairs_in_process(args.pairs_in_process, large=args.large)
+        print(f"allocation + release through the ASGI app: {cpu_ms:.3f} ms event-loop CPU per pair")
+        return 0
     if args.held_split:
         return _print_split(held_split(args.held_split, freeze=not args.no_freeze))
     if args.held:
         return _print_held(held_curve(args.held, repeats=args.held_repeats, root=args.enforcer_root.resolve()))
-    rows = run(args.repeats, args.client, root=args.enforcer_root.resolve(), floor=args.floor)
+    repeats = 30 if args.quick else args.repeats
+    rows = run(repeats, args.client, root=args.enforcer_root.resolve(), floor=args.floor)
     print(
         f"{'clients':>7} {'operation':>9} {'requests':>8} {'p50 ms':>8} {'p99 ms':>8} {'max ms':>8} {'per s':>8} "
         f"{'server CPU ms/request':>22}"
@@ -487,7 +503,61 @@ def main(argv: list[str] | None = None) -> int:
     at_16 = next(r for r in rows if r.clients == 16 and r.operation == "allocate")
     verdict = "meets" if at_16.p99_ms <= TARGET_P99_MS_AT_16 else "misses"
     print(f"allocation p99 at 16 clients: {at_16.p99_ms:.2f} ms ({verdict} the {TARGET_P99_MS_AT_16:g} ms target)")
+    if args.quick:
+        return _print_held(held_curve(100, root=args.enforcer_root.resolve()))
     return 0
+
+
+_PEER = {
+    "common_name": certs.WEBHOOK_CLIENT_IDENTITY, "subject": {}, "issuer": {}, "serial_number": "1",
+    "not_before": "", "not_after": "", "dns_names": [], "extended_key_usages": [tls.CLIENT_AUTH_USAGE],
+}  # fmt: skip
+
+
+async def _asgi_call(app: Any, method: str, path: str, body: bytes = b"") -> int:
+    """One request through ``app`` in this process, as the webhook's client certificate; its status."""
+    headers = [(b"host", b"localhost"), (b"content-length", str(len(body)).encode())]
+    if body:
+        headers.append((b"content-type", b"application/json"))
+    scope = {
+        "type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": method, "scheme": "https",
+        "path": path, "raw_path": path.encode(), "query_string": b"", "root_path": "", "headers": headers,
+        "client": ("127.0.0.1", 1), "server": ("127.0.0.1", 8443), "extensions": {tls.SCOPE_PEER_EXTENSION: _PEER},
+    }  # fmt: skip
+    delivered = False
+    status = 0
+
+    async def receive() -> dict[str, Any]:
+        nonlocal delivered
+        if delivered:
+            await asyncio.Event().wait()  # the request has no more body; nothing disconnects
+        delivered = True
+        return {"type": "http.request", "body": body, "more_body": False}
+
+    async def send(message: dict[str, Any]) -> None:
+        nonlocal status
+        if message["type"] == "http.response.start":
+            status = message["status"]
+
+    await app(scope, receive, send)
+    return status
+
+
+def _in_process_app(workdir: Path, topology: Path) -> Any:
+    """The enforcer's app as ``numaguard enforcer --standalone --dry-run-cgroups`` builds it, state in ``workdir``."""
+    from enforcer.cgroups import recording
+    from enforcer.service import main as service_main
+    from enforcer.service import settings as service_settings
+
+    node = yaml.safe_load(SEED_SCENARIO.read_text())["node"]
+    settings = service_settings.load(
+        env={},
+        overrides={
+            "node_name": "node-a", "kubelet": node["kubelet"], "topology_file": topology,
+            "state_dir": workdir / "state", "standalone": True, "dry_run_cgroups": True, "reconcile_interval": 0,
+        },
+    )  # fmt: skip
+    return service_main.create_app(settings, cgroup_driver=recording.RecordingCgroupDriver(auto_create=True))
 
 
 def repost_in_process(requests: int = 2000, passes: int = 5) -> tuple[float, float]:
@@ -501,72 +571,63 @@ def repost_in_process(requests: int = 2000, passes: int = 5) -> tuple[float, flo
     import cProfile
     import pstats
 
-    from enforcer.cgroups import recording
-    from enforcer.service import main as service_main
-    from enforcer.service import settings as service_settings
-
-    peer = {
-        "common_name": certs.WEBHOOK_CLIENT_IDENTITY, "subject": {}, "issuer": {}, "serial_number": "1",
-        "not_before": "", "not_after": "", "dns_names": [], "extended_key_usages": [tls.CLIENT_AUTH_USAGE],
-    }  # fmt: skip
-    pod = _pod(0)
-    body = json.dumps({"pod": pod, "nodeName": "node-a"}).encode()
-    scope = {
-        "type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": "POST", "scheme": "https",
-        "path": "/allocations", "raw_path": b"/allocations", "query_string": b"", "root_path": "",
-        "headers": [(b"host", b"localhost"), (b"content-length", str(len(body)).encode()),
-                    (b"content-type", b"application/json")],
-        "client": ("127.0.0.1", 1), "server": ("127.0.0.1", 8443), "extensions": {tls.SCOPE_PEER_EXTENSION: peer},
-    }  # fmt: skip
-
-    async def post(app: Any) -> int:
-        delivered = False
-        status = 0
-
-        async def receive() -> dict[str, Any]:
-            nonlocal delivered
-            if delivered:
-                await asyncio.Event().wait()  # the request has no more body; nothing disconnects
-            delivered = True
-            return {"type": "http.request", "body": body, "more_body": False}
-
-        async def send(message: dict[str, Any]) -> None:
-            nonlocal status
-            if message["type"] == "http.response.start":
-                status = message["status"]
-
-        await app(dict(scope), receive, send)
-        return status
+    body = json.dumps({"pod": _pod(0), "nodeName": "node-a"}).encode()
 
     async def measure(workdir: Path) -> tuple[float, float]:
-        node = yaml.safe_load(SEED_SCENARIO.read_text())["node"]
-        settings = service_settings.load(
-            env={},
-            overrides={
-                "node_name": "node-a", "kubelet": node["kubelet"], "topology_file": TOPOLOGY,
-                "state_dir": workdir / "state", "standalone": True, "dry_run_cgroups": True, "reconcile_interval": 0,
-            },
-        )  # fmt: skip
-        app = service_main.create_app(settings, cgroup_driver=recording.RecordingCgroupDriver(auto_create=True))
+        app = _in_process_app(workdir, TOPOLOGY)
         async with app.router.lifespan_context(app):
-            if await post(app) != 201:
+            if await _asgi_call(app, "POST", "/allocations", body) != 201:
                 raise RuntimeError("the first allocation was refused")
             profile = cProfile.Profile()
             profile.enable()
             for _ in range(100):
-                await post(app)
+                await _asgi_call(app, "POST", "/allocations", body)
             profile.disable()
             calls = pstats.Stats(profile).total_calls / 100  # type: ignore[attr-defined]
             best = float("inf")
             for _ in range(passes):
                 started = time.process_time()
                 for _ in range(requests):
-                    if await post(app) != 200:
+                    if await _asgi_call(app, "POST", "/allocations", body) != 200:
                         raise RuntimeError("a re-sent allocation was not answered 200")
                 best = min(best, (time.process_time() - started) / requests)
             return calls, best * 1000
 
     with tempfile.TemporaryDirectory(prefix="bench-enforcer-repost-") as workdir:
+        return asyncio.run(measure(Path(workdir)))
+
+
+def pairs_in_process(pairs: int, *, large: bool = False) -> float:
+    """``pairs`` allocations of new pods, each released again, through the ASGI app in this process, after
+    50 unmeasured ones: the event loop thread's CPU ms per pair (the durable write included, on its
+    executor thread; the cgroup reconciler is stopped, so it takes no turns in between).
+
+    ``large``: on the 1,024-CPU machine of the held curve instead of the seed node.  Under ``valgrind
+    --tool=callgrind`` two runs with different ``pairs`` give instructions per pair (their difference
+    over the difference of ``pairs``), a figure other processes on the machine cannot move; with
+    ``PYTHONPATH=<other checkout>`` (run from there) it counts another build with the same driver."""
+
+    async def measure(workdir: Path) -> float:
+        app = _in_process_app(workdir, _synthetic_topology(workdir) if large else TOPOLOGY)
+        async with app.router.lifespan_context(app):
+            app.state.service.reconciler.stop()
+
+            async def pair(index: int) -> None:
+                pod = _pod(index)
+                body = json.dumps({"pod": pod, "nodeName": "node-a"}).encode()
+                if await _asgi_call(app, "POST", "/allocations", body) != 201:
+                    raise RuntimeError(f"allocation {index} was refused")
+                if await _asgi_call(app, "DELETE", f"/allocations/{pod['metadata']['uid']}") != 200:
+                    raise RuntimeError(f"release {index} failed")
+
+            for index in range(50):
+                await pair(index)
+            started = time.thread_time()
+            for index in range(pairs):
+                await pair(50 + index)
+            return (time.thread_time() - started) / pairs * 1000
+
+    with tempfile.TemporaryDirectory(prefix="bench-enforcer-pairs-") as workdir:
         return asyncio.run(measure(Path(workdir)))
 
 

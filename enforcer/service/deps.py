@@ -11,6 +11,7 @@ declared header parameter costs a resolution step on every request.
 
 from __future__ import annotations
 
+import inspect
 from typing import Annotated
 
 from fastapi import Depends, Request
@@ -50,6 +51,21 @@ async def require_reader(request: Request) -> auth.Caller:
 async def require_writer(request: Request) -> auth.Caller:
     """A verified client certificate (tokens are for reading only)."""
     return _authorize(request, "write")
+
+
+async def authorize_writer(request: Request) -> auth.Caller:
+    """:func:`require_writer` for a plain route (no dependency solving), honouring ``app.dependency_overrides``.
+
+    An override of ``require_writer`` is called with no arguments (as FastAPI calls one that declares none)."""
+    override = request.app.dependency_overrides.get(require_writer)
+    if override is None:
+        return _authorize(request, "write")
+    caller = override()
+    if inspect.isawaitable(caller):
+        caller = await caller
+    if not isinstance(caller, auth.Caller):
+        raise TypeError(f"an override of require_writer returned {type(caller).__name__}, not auth.Caller")
+    return caller
 
 
 Service = Annotated[NodeService, Depends(get_service)]

@@ -253,6 +253,7 @@ def create_app(
     app.state.attempt_claims = attempts.AttemptClaims()
     token_file = auth.TokenFile(settings.token_file) if settings.token_file is not None else None
     app.state.authenticator = auth.Authenticator(token_file, settings.client_identities)
+    routes.add_allocation_routes(app)  # before the router: matched first
     app.include_router(routes.router)
     app.include_router(ui.ui_router(deps.require_reader))
     app.add_exception_handler(EnforcerError, _enforcer_error)

@@ -27,3 +27,7 @@ def test_the_floor_rows_come_with_the_allocation_rows() -> None:
 def test_the_in_process_re_post_measure_runs() -> None:
     calls, cpu_ms = bench_enforcer.repost_in_process(requests=3, passes=1)
     assert calls > 0 and cpu_ms > 0  # a smoke run: neither figure is asserted
+
+
+def test_the_in_process_allocate_release_measure_runs() -> None:
+    assert bench_enforcer.pairs_in_process(2) >= 0  # every allocation 201 and release 200, or it raises

@@ -19,6 +19,7 @@ from service_fixtures import (
     uid_of,
     with_container_resources,
 )
+from starlette.routing import Route
 
 from enforcer.cgroups import recording
 from enforcer.service import auth, deps, main, requests
@@ -319,3 +320,62 @@ async def test_a_budget_header_that_is_not_a_positive_number_is_a_422(api: httpx
     raw = pod("tightly-coupled-database")
     response = await api.post("/allocations", json=allocation_request(raw), headers={contract.BUDGET_HEADER: "0"})
     assert response.status_code == 422
+
+
+# The allocation routes are plain Starlette routes (routes.add_allocation_routes), matched before FastAPI's and
+# only for their own method: every other method on their paths gets the answer (and Allow header) of the route
+# that answered it before, and request metrics still carry the route templates (values recorded from FastAPI's).
+
+
+async def test_the_allocation_routes_come_first(api: httpx.AsyncClient) -> None:
+    first, second = api.app.router.routes[:2]  # type: ignore[attr-defined]
+    assert [(isinstance(r, Route), r.path, r.methods) for r in (first, second)] == [
+        (True, "/allocations", {"POST"}),
+        (True, "/allocations/{uid}", {"DELETE"}),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "allow"),
+    [
+        ("PUT", "/allocations", "POST"),
+        ("DELETE", "/allocations", "POST"),
+        ("HEAD", "/allocations", "POST"),
+        ("PUT", "/allocations/x", "GET"),  # the GET route of the path came first, and still does
+        ("POST", "/allocations/x", "GET"),
+    ],
+)
+async def test_other_methods_get_the_answer_they_got_before(
+    api: httpx.AsyncClient, method: str, path: str, allow: str
+) -> None:
+    answer = await api.request(method, path)
+    assert (answer.status_code, answer.headers["allow"]) == (405, allow)
+    if method != "HEAD":
+        assert answer.json()["reason"] == "MethodNotAllowed"
+
+
+async def test_a_trailing_slash_is_still_redirected(api: httpx.AsyncClient) -> None:
+    answer = await api.delete("/allocations/x/")
+    assert (answer.status_code, answer.headers["location"]) == (307, "http://enforcer/allocations/x")
+
+
+async def test_request_metrics_still_name_the_route_templates(api: httpx.AsyncClient) -> None:
+    request = allocation_request(guaranteed_pod("p", 1))
+    assert (await api.post("/allocations", json=request)).status_code == 201
+    assert (await api.delete(f"/allocations/{uid_of('p')}")).status_code == 200
+    text = (await api.get("/metrics")).text
+    assert 'method="POST",route="/allocations",status="201"' in text
+    assert 'method="DELETE",route="/allocations/{uid}",status="200"' in text
+
+
+async def test_an_unauthenticated_caller_is_refused_before_the_body_is_read(tmp_path: Path) -> None:
+    app = main.create_app(
+        make_settings(tmp_path / "state"), cgroup_driver=recording.RecordingCgroupDriver(auto_create=True)
+    )
+    async with app.router.lifespan_context(app):
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://enforcer") as client:
+            answer = await client.post("/allocations", content=b"{not json")
+            released = await client.delete("/allocations/x")
+    assert (answer.status_code, answer.json()["reason"]) == (401, "Unauthorized")
+    assert released.status_code == 401
