@@ -79,6 +79,10 @@ def aggregate(entries: Iterable[tuple[ContainerKind, Mapping[str, Amount]]]) -> 
     sidecars_so_far: dict[str, Amount] = {}
     init_max: dict[str, Amount] = {}
     for kind, values in items:
+        if not values:
+            # Changes nothing: every sidecar step leaves init_max >= sidecars_so_far, so an empty sidecar or init
+            # container raises no maximum (ties keep the incumbent).  Pods carry many empty stanzas.
+            continue
         if kind == "sidecar":
             _add_into(result, values)
             _add_into(sidecars_so_far, values)
