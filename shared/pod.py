@@ -348,7 +348,7 @@ class Pod(_APIModel):
             pod=_to_ints(stanza) if stanza is not None and pod_level_resources else None,
             qos_class=self.status.qos_class,
             priority=self.spec.priority or 0,
-            overhead={name: quantity_to_int(name, q) for name, q in overhead.items()},
+            overhead=_ints(overhead),
         )
 
 
@@ -379,10 +379,13 @@ def _parse_stanza(resources: ResourceRequirements, path: str) -> defaults.Requir
 
 
 def _to_ints(stanza: defaults.Requirements[quantity.Quantity]) -> Resources:
-    return Resources(
-        requests={n: quantity_to_int(n, q) for n, q in stanza.requests.items()},
-        limits={n: quantity_to_int(n, q) for n, q in stanza.limits.items()},
-    )
+    return Resources(requests=_ints(stanza.requests), limits=_ints(stanza.limits))
+
+
+def _ints(values: Mapping[str, quantity.Quantity]) -> dict[str, int]:
+    if not values:  # most stanzas are empty: no comprehension to run
+        return {}
+    return {n: quantity_to_int(n, q) for n, q in values.items()}
 
 
 # Fields whose values are maps keyed by user data: their keys print as ``[key]``.

@@ -215,12 +215,13 @@ def _pod_scope_with_budget(pod: PodResources, policy: PlanPolicy) -> Plan:
     memory_budget = pod.pod.requests.get(MEMORY, 0)  # R2.5 (hugepages are not planned)
     containers = []
     for c in pod.containers:
-        cpus = pod_level.container_exclusive_cpus(pod, c, pod_level_resource_managers=True)  # R2.2
+        exclusive = pod_level.may_be_exclusive(pod, c, pod_level_resource_managers=True)
+        # R2.2 (a container that may not be exclusive pins no CPU: no need to ask)
+        cpus = pod_level.container_exclusive_cpus(pod, c, pod_level_resource_managers=True) if exclusive else 0
         cpu_assignment: Assignment = "node_shared" if not cpu_budget else ("pod_exclusive" if cpus else "pod_shared")
         memory_assignment: Assignment = "node_shared"
         memory = 0
         if memory_budget:
-            exclusive = pod_level.may_be_exclusive(pod, c, pod_level_resource_managers=True)
             memory_assignment = "pod_exclusive" if exclusive else "pod_shared"  # R2.3
             memory = c.resources.request(MEMORY) if memory_assignment == "pod_exclusive" else 0
         containers.append(
