@@ -23,14 +23,13 @@ and the same annotation bytes, which keeps the CREATE patch idempotent.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from shared import contract, pod_level, qos, quantity
 from shared.resources import CPU, MEMORY, ContainerKind, PodResources, QOSClass
-from webhook import wording
+from webhook import compact_json, wording
 
 PLAN_ANNOTATION = contract.ANNOTATION_PREFIX + "plan"
 
@@ -38,8 +37,6 @@ Scope = Literal["pod", "container"]
 Assignment = contract.Assignment
 
 _EXCLUSIVE: frozenset[Assignment] = frozenset({"node_exclusive", "pod_exclusive"})
-# json.dumps(..., separators=(",", ":"), ensure_ascii=False) without building an encoder for every pod
-_COMPACT_JSON = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -146,7 +143,7 @@ class Plan:
         }
 
     def annotation_value(self) -> str:
-        return _COMPACT_JSON.encode(self.to_json())
+        return compact_json.dumps(self.to_json())
 
     def annotations(self) -> dict[str, str]:
         return {PLAN_ANNOTATION: self.annotation_value()}
