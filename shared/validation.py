@@ -128,7 +128,8 @@ def validate_pod_resources(
             _checked_container_resource_name,
             allow_indivisible_hugepages,
         )
-        violations += _resize_policy_violations(container, f"{path}.resizePolicy", pod.spec.restart_policy)
+        if container.resize_policy:  # an empty policy breaks no rule
+            violations += _resize_policy_violations(container, f"{path}.resizePolicy", pod.spec.restart_policy)
     for i, ephemeral in enumerate(pod.spec.ephemeral_containers):
         if not ephemeral.resources.is_empty():
             violations.append(
@@ -247,7 +248,9 @@ def _requirements_violations(
         violations += _value_violations(name, request, field)
         limit_for_request = stanza.limits.get(name)
         if limit_for_request is not None:
-            if not request.same_value(limit_for_request) and not is_overcommit_allowed(name):
+            if request.same_value(limit_for_request):
+                pass  # equal to its limit: neither rule below can apply (the usual case, asked first)
+            elif not is_overcommit_allowed(name):
                 violations.append(
                     FieldViolation(
                         requests_path,
