@@ -136,10 +136,36 @@ def redact_text(text: str) -> str:
     return _KEY_VALUE.sub(lambda m: f"{m.group(1)}{m.group(2)}{REDACTED}", text)
 
 
+# Every word above has a letter outside these, so a text made of them alone (a uid, a hex digest) holds none.
+_HEX_AND_DASHES = "0123456789abcdefABCDEF-"
+# Short texts a scan found clean (an event name, "mutate", "CREATE pods default/db"): lines repeat them.  Bounded,
+# oldest out first, and never a text the scan flagged, so no credential is kept here.
+_CLEAN_TEXTS: dict[str, None] = {}
+_CLEAN_TEXTS_KEPT = 1024
+_CLEAN_TEXT_CHARS = 128
+
+
 def _may_hold_credentials(text: str) -> bool:
+    if not text.strip(_HEX_AND_DASHES):
+        return False
+    if text in _CLEAN_TEXTS:
+        return False
     if text.isascii():
-        return any(map(text.lower().__contains__, _CREDENTIAL_WORDS))
-    return _CREDENTIAL_HINT.search(text) is not None
+        found = any(map(text.lower().__contains__, _CREDENTIAL_WORDS))
+    else:
+        found = _CREDENTIAL_HINT.search(text) is not None
+    if not found and len(text) <= _CLEAN_TEXT_CHARS:
+        _remember_clean(text)
+    return found
+
+
+def _remember_clean(text: str) -> None:
+    try:
+        if len(_CLEAN_TEXTS) >= _CLEAN_TEXTS_KEPT:
+            del _CLEAN_TEXTS[next(iter(_CLEAN_TEXTS))]
+    except (KeyError, RuntimeError, StopIteration):  # another thread evicted at the same time: one will do
+        pass
+    _CLEAN_TEXTS[text] = None
 
 
 def redact(value: object, key: object = None) -> object:

@@ -31,6 +31,7 @@ from shared.resources import (
     is_hugepages,
     is_overcommit_allowed,
     is_supported_pod_level_resource,
+    names_pod_level_resource,
 )
 
 
@@ -52,12 +53,26 @@ class ContainerRequirements(Generic[Amount]):
 
 def default_container(requirements: Requirements[Amount]) -> Requirements[Amount]:
     """R5.1: every limit without a request gives that request the limit's value."""
-    if all(name in requirements.requests for name in requirements.limits):
+    if requirements.limits.keys() <= requirements.requests.keys():  # every limit has its request: nothing to do
         return requirements
     requests = dict(requirements.requests)
     for name, limit in requirements.limits.items():
         requests.setdefault(name, limit)
     return Requirements(requests=requests, limits=requirements.limits)
+
+
+@dataclass(frozen=True, slots=True)
+class Defaulted(Generic[Amount]):
+    """What :func:`defaulted_requirements` gives: the defaulted stanzas, and the container aggregates it used.
+
+    ``aggregate`` is ``None`` when defaulting needed none (no ``spec.resources``, or the gate off); otherwise it is
+    :func:`shared.qos.aggregate` of the defaulted containers' requests and limits, which validation compares with
+    the pod-level stanza (V6-V7) instead of summing the same containers again.
+    """
+
+    containers: list[ContainerRequirements[Amount]]
+    pod: Requirements[Amount] | None
+    aggregate: Requirements[Amount] | None = None
 
 
 def default_requirements(
@@ -71,11 +86,23 @@ def default_requirements(
     ``containers`` are init containers (regular and sidecars) in spec order and
     app containers; ``pod`` is ``spec.resources`` or ``None`` when absent.
     """
-    defaulted = [ContainerRequirements(c.kind, default_container(c.requirements)) for c in containers]
+    done = defaulted_requirements(containers, pod, pod_level_resources=pod_level_resources)
+    return done.containers, done.pod
+
+
+def defaulted_requirements(
+    containers: Sequence[ContainerRequirements[Amount]],
+    pod: Requirements[Amount] | None,
+    *,
+    pod_level_resources: bool = True,
+) -> Defaulted[Amount]:
+    """:func:`default_requirements`, with the container aggregates it computed on the way (:class:`Defaulted`)."""
+    defaulted = [_defaulted_container(c) for c in containers]
     if not pod_level_resources or pod is None:
-        return defaulted, pod
+        return Defaulted(defaulted, pod)
     agg_requests = qos.aggregate((c.kind, c.requirements.requests) for c in defaulted)
     agg_limits = qos.aggregate((c.kind, c.requirements.limits) for c in defaulted)
+    aggregate = Requirements(requests=agg_requests, limits=agg_limits)
     # Upstream defaults at every decode, so the stored pod is defaulted again whenever it
     # is read, and one pass is not idempotent: limits derived by defaultPodLimits make
     # defaultPodRequests apply on the next read.  Every reader after the first (kubelet,
@@ -84,9 +111,14 @@ def default_requirements(
         again = _default_hugepage_pod_limits(pod, agg_limits)
         again = _default_pod_requests(again, agg_requests)
         again = _default_pod_limits(again, agg_limits, defaulted)
-        if again == pod:
-            return defaulted, pod
+        if again is pod or again == pod:  # each step returns its input when it changes nothing
+            return Defaulted(defaulted, pod, aggregate)
         pod = again
+
+
+def _defaulted_container(container: ContainerRequirements[Amount]) -> ContainerRequirements[Amount]:
+    requirements = default_container(container.requirements)
+    return container if requirements is container.requirements else ContainerRequirements(container.kind, requirements)
 
 
 def _default_hugepage_pod_limits(pod: Requirements[Amount], agg_limits: Mapping[str, Amount]) -> Requirements[Amount]:
@@ -127,9 +159,9 @@ def _default_pod_limits(
     helper ``AllContainersHaveLimitForResource`` was not readable, so "every" is
     taken literally) limits; otherwise the pod stays bounded by the node only.
     """
-    if any(is_supported_pod_level_resource(n) for n in pod.limits):
+    if names_pod_level_resource(pod.limits):
         return pod
-    if not any(is_supported_pod_level_resource(n) for n in pod.requests):
+    if not names_pod_level_resource(pod.requests):
         return pod
     limits = dict(pod.limits)
     for name, value in agg_limits.items():

@@ -42,7 +42,7 @@ from pydantic import (
 )
 from pydantic.alias_generators import to_camel
 
-from shared import defaults, quantity
+from shared import defaults, qos, quantity
 from shared.errors import PodModelError, QuantityError
 from shared.resources import (
     ContainerKind,
@@ -263,12 +263,15 @@ class Pod(_APIModel):
 
     def containers_with_paths(self) -> list[tuple[ContainerKind, str, Container]]:
         """Init containers (spec order) then app containers, each with its kind and field path."""
-        result: list[tuple[ContainerKind, str, Container]] = []
-        for i, c in enumerate(self.spec.init_containers):
-            result.append(("sidecar" if c.is_sidecar else "init", f"spec.initContainers[{i}]", c))
-        for i, c in enumerate(self.spec.containers):
-            result.append(("app", f"spec.containers[{i}]", c))
-        return result
+        known: tuple[tuple[ContainerKind, str, Container], ...] | None = self._derived("containers", True)
+        if known is None:  # the gate plays no part: one entry; planning a pod walks them three times
+            result: list[tuple[ContainerKind, str, Container]] = []
+            for i, c in enumerate(self.spec.init_containers):
+                result.append(("sidecar" if c.is_sidecar else "init", f"spec.initContainers[{i}]", c))
+            for i, c in enumerate(self.spec.containers):
+                result.append(("app", f"spec.containers[{i}]", c))
+            known = self._remember("containers", True, tuple(result))
+        return list(known)  # a list of its own, as before: the memo must not change under the caller
 
     def spec_json(self) -> str:
         """``spec`` as JSON, by its API names, fields that are ``None`` left out; encoded once per pod.
@@ -285,19 +288,40 @@ class Pod(_APIModel):
     def requirement_quantities(self, *, pod_level_resources: bool = True) -> RequirementQuantities:
         """Exact quantities of every container (order of :meth:`containers_with_paths`) and of
         ``spec.resources``, AFTER the API server's defaulting.  Raises ``QuantityError`` with the path."""
-        known: RequirementQuantities | None = self._derived("quantities", pod_level_resources)
-        if known is None:
-            known = self._remember("quantities", pod_level_resources, self._requirement_quantities(pod_level_resources))
-        containers, stanza = known
-        return list(containers), stanza  # a list of its own: the memo must not change under the caller
+        known = self._defaulted(pod_level_resources)
+        return list(known.containers), known.pod  # a list of its own: the memo must not change under the caller
 
-    def _requirement_quantities(self, pod_level_resources: bool) -> RequirementQuantities:
-        containers = [
-            defaults.ContainerRequirements(kind, _parse_stanza(c.resources, f"{path}.resources"))
-            for kind, path, c in self.containers_with_paths()
-        ]
-        stanza = None if self.spec.resources is None else _parse_stanza(self.spec.resources, "spec.resources")
-        return defaults.default_requirements(containers, stanza, pod_level_resources=pod_level_resources)
+    def container_aggregate(self, *, pod_level_resources: bool = True) -> defaults.Requirements[quantity.Quantity]:
+        """:func:`shared.qos.aggregate` of the defaulted containers' requests and limits (R3.1-R3.4), as quantities.
+
+        Defaulting ``spec.resources`` already summed them; a pod without that stanza sums them here, once.
+        """
+        known = self._defaulted(pod_level_resources)
+        if known.aggregate is not None:
+            return known.aggregate
+        summed: defaults.Requirements[quantity.Quantity] | None = self._derived("aggregate", pod_level_resources)
+        if summed is None:
+            summed = defaults.Requirements(
+                requests=qos.aggregate((c.kind, c.requirements.requests) for c in known.containers),
+                limits=qos.aggregate((c.kind, c.requirements.limits) for c in known.containers),
+            )
+            self._remember("aggregate", pod_level_resources, summed)
+        return summed
+
+    def _defaulted(self, pod_level_resources: bool) -> defaults.Defaulted[quantity.Quantity]:
+        known: defaults.Defaulted[quantity.Quantity] | None = self._derived("quantities", pod_level_resources)
+        if known is None:
+            containers = [
+                defaults.ContainerRequirements(kind, _parse_stanza(c.resources, f"{path}.resources"))
+                for kind, path, c in self.containers_with_paths()
+            ]
+            stanza = None if self.spec.resources is None else _parse_stanza(self.spec.resources, "spec.resources")
+            known = self._remember(
+                "quantities",
+                pod_level_resources,
+                defaults.defaulted_requirements(containers, stanza, pod_level_resources=pod_level_resources),
+            )
+        return known
 
     def to_resources(self, *, pod_level_resources: bool = True) -> PodResources:
         """The engine's integer view, after defaulting.  ``QuantityError`` names the offending field.
@@ -324,16 +348,20 @@ class Pod(_APIModel):
             pod=_to_ints(stanza) if stanza is not None and pod_level_resources else None,
             qos_class=self.status.qos_class,
             priority=self.spec.priority or 0,
-            overhead={name: quantity_to_int(name, q) for name, q in overhead.items()},
+            overhead=_ints(overhead),
         )
 
 
-def _parse_list(values: Mapping[str, str], path: str) -> dict[str, quantity.Quantity]:
+def _parse_list(values: Mapping[str, str], path: str, part: str = "") -> dict[str, quantity.Quantity]:
+    """The quantities of one map; an error names ``<path>.<part>[<name>]`` (``<path>[<name>]`` without ``part``)."""
+    if not values:  # most stanzas of a pod are empty (sidecars, overhead)
+        return {}
     try:
         return {name: _stored_quantity(text) for name, text in values.items()}
     except QuantityError:  # again, naming the field: the first bad value raises as parsing it alone would
+        where = f"{path}.{part}" if part else path
         return {
-            name: quantity.parse(text, field=f"{path}[{name}]").rounded_up_to_milli() for name, text in values.items()
+            name: quantity.parse(text, field=f"{where}[{name}]").rounded_up_to_milli() for name, text in values.items()
         }
 
 
@@ -345,16 +373,19 @@ def _stored_quantity(text: str) -> quantity.Quantity:
 
 def _parse_stanza(resources: ResourceRequirements, path: str) -> defaults.Requirements[quantity.Quantity]:
     return defaults.Requirements(
-        requests=_parse_list(resources.requests, f"{path}.requests"),
-        limits=_parse_list(resources.limits, f"{path}.limits"),
+        requests=_parse_list(resources.requests, path, "requests"),
+        limits=_parse_list(resources.limits, path, "limits"),
     )
 
 
 def _to_ints(stanza: defaults.Requirements[quantity.Quantity]) -> Resources:
-    return Resources(
-        requests={n: quantity_to_int(n, q) for n, q in stanza.requests.items()},
-        limits={n: quantity_to_int(n, q) for n, q in stanza.limits.items()},
-    )
+    return Resources(requests=_ints(stanza.requests), limits=_ints(stanza.limits))
+
+
+def _ints(values: Mapping[str, quantity.Quantity]) -> dict[str, int]:
+    if not values:  # most stanzas are empty: no comprehension to run
+        return {}
+    return {n: quantity_to_int(n, q) for n, q in values.items()}
 
 
 # Fields whose values are maps keyed by user data: their keys print as ``[key]``.

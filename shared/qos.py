@@ -20,6 +20,8 @@ from shared.resources import (
     is_supported_pod_level_resource,
 )
 
+_QOS_NAMES = frozenset(QOS_RESOURCES)
+
 
 def compute_qos_class(pod: PodResources, *, pod_level_resources_gate: bool = True) -> QOSClass:
     """``ComputePodQOS`` (R2.1-R2.7), ignoring ``status.qosClass``."""
@@ -30,7 +32,7 @@ def compute_qos_class(pod: PodResources, *, pod_level_resources_gate: bool = Tru
         # R2.1/R2.3: only spec.resources counts; containers are ignored (R2.9).
         requests = {n: v for n, v in pod.pod.requests.items() if n in QOS_RESOURCES and v > 0}
         limits = {n: v for n, v in pod.pod.limits.items() if n in QOS_RESOURCES and v > 0}
-        if not all(n in limits for n in QOS_RESOURCES):
+        if not limits.keys() >= _QOS_NAMES:
             guaranteed = False
     else:
         # R2.4: summed over every container; each must limit both cpu and memory.
@@ -43,12 +45,12 @@ def compute_qos_class(pod: PodResources, *, pod_level_resources_gate: bool = Tru
                 if n in QOS_RESOURCES and v > 0:
                     found.add(n)
                     limits[n] = limits.get(n, 0) + v
-            if not all(n in found for n in QOS_RESOURCES):
+            if not found >= _QOS_NAMES:
                 guaranteed = False
     if not requests and not limits:
         return "BestEffort"  # R2.5
     if guaranteed:
-        guaranteed = all(limits.get(n) == v for n, v in requests.items())
+        guaranteed = requests.items() <= limits.items()  # every request equals its limit (values are ints > 0)
     if guaranteed and len(requests) == len(limits):
         return "Guaranteed"  # R2.6
     return "Burstable"  # R2.7
@@ -79,6 +81,10 @@ def aggregate(entries: Iterable[tuple[ContainerKind, Mapping[str, Amount]]]) -> 
     sidecars_so_far: dict[str, Amount] = {}
     init_max: dict[str, Amount] = {}
     for kind, values in items:
+        if not values:
+            # Changes nothing: every sidecar step leaves init_max >= sidecars_so_far, so an empty sidecar or init
+            # container raises no maximum (ties keep the incumbent).  Pods carry many empty stanzas.
+            continue
         if kind == "sidecar":
             _add_into(result, values)
             _add_into(sidecars_so_far, values)

@@ -53,11 +53,11 @@ class Quantity:
 
     def milli(self) -> int:
         """``ceil(value * 1000)``: the API server's ``MilliValue`` (CPU millicores)."""
-        return int((self.value * 1000).to_integral_value(rounding=decimal.ROUND_CEILING))
+        return _milli_of(self.value)
 
     def integer(self) -> int:
         """``ceil(value)``: the API server's ``Value`` (bytes for memory and hugepages)."""
-        return int(self.value.to_integral_value(rounding=decimal.ROUND_CEILING))
+        return _integer_of(self.value)
 
     def __str__(self) -> str:
         return format_quantity(self.value, self.format)
@@ -96,6 +96,18 @@ class Quantity:
             rounded = self.value.quantize(Decimal("0.001"), rounding=decimal.ROUND_UP, context=_CTX)
             return Quantity(value=rounded, format=self.format)
         return self
+
+
+# The integers of the values pods repeat ("1", "16Gi"), least recently used out first: a pure function of the
+# value (equal Decimals give equal results whatever their exponent), and bounded like the parse cache.
+@functools.lru_cache(maxsize=PARSE_CACHE_SIZE)
+def _milli_of(value: Decimal) -> int:
+    return int((value * 1000).to_integral_value(rounding=decimal.ROUND_CEILING))
+
+
+@functools.lru_cache(maxsize=PARSE_CACHE_SIZE)
+def _integer_of(value: Decimal) -> int:
+    return int(value.to_integral_value(rounding=decimal.ROUND_CEILING))
 
 
 def parse(text: object, *, field: str | None = None) -> Quantity:

@@ -9,7 +9,7 @@ and "zero" stay distinguishable, as the QoS rules need.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Literal, TypeVar
 
@@ -38,7 +38,12 @@ def is_hugepages(name: str) -> bool:
 
 def is_supported_pod_level_resource(name: str) -> bool:
     """``IsSupportedPodLevelResource`` (R1.1): cpu, memory and hugepages-*."""
-    return name in QOS_RESOURCES or is_hugepages(name)
+    return name in QOS_RESOURCES or name.startswith(HUGEPAGES_PREFIX)  # is_hugepages, inlined: a hot check
+
+
+def names_pod_level_resource(names: Iterable[str]) -> bool:
+    """Whether any of ``names`` is a supported pod-level resource (the ``IsPodLevel*Set`` helpers)."""
+    return any(map(is_supported_pod_level_resource, names))  # no generator frame: pods name few resources
 
 
 def is_native_resource(name: str) -> bool:
@@ -67,7 +72,9 @@ INT64_MIN = -(1 << 63)
 def quantity_to_int(name: str, q: quantity.Quantity) -> int:
     """A parsed quantity in the engine's integer unit for ``name`` (cpu: millicores), capped to int64."""
     number = q.milli() if name == CPU else q.integer()
-    return max(INT64_MIN, min(INT64_MAX, number))
+    if INT64_MIN <= number <= INT64_MAX:  # the usual case, without two builtin calls
+        return number
+    return INT64_MAX if number > 0 else INT64_MIN
 
 
 def to_int(name: str, value: object, *, field: str | None = None) -> int:
@@ -126,8 +133,12 @@ class ContainerResources:
 
     def is_guaranteed_equivalent(self) -> bool:
         """KEP-5526 ``IsContainerEquivalentQOSGuaranteed``: cpu and memory requests equal non-zero limits."""
-        r = self.resources
-        return all(r.request(n) != 0 and r.request(n) == r.limit(n) for n in QOS_RESOURCES)
+        requests, limits = self.resources.requests, self.resources.limits
+        for name in QOS_RESOURCES:
+            request = requests.get(name, 0)
+            if request == 0 or request != limits.get(name, 0):
+                return False
+        return True
 
 
 @dataclass(frozen=True, slots=True)
@@ -169,14 +180,15 @@ class PodResources:
     @property
     def pod_level_resources_set(self) -> bool:
         """``IsPodLevelResourcesSet``: ``spec.resources`` names a supported resource (R1.2)."""
-        return self.pod_level_requests_set or self.pod_level_limits_set
+        pod = self.pod
+        return pod is not None and (names_pod_level_resource(pod.requests) or names_pod_level_resource(pod.limits))
 
     @property
     def pod_level_requests_set(self) -> bool:
         """``IsPodLevelRequestsSet``: pod-level requests name a supported resource."""
-        return self.pod is not None and any(is_supported_pod_level_resource(n) for n in self.pod.requests)
+        return self.pod is not None and names_pod_level_resource(self.pod.requests)
 
     @property
     def pod_level_limits_set(self) -> bool:
         """``IsPodLevelLimitsSet``: pod-level limits name a supported resource."""
-        return self.pod is not None and any(is_supported_pod_level_resource(n) for n in self.pod.limits)
+        return self.pod is not None and names_pod_level_resource(self.pod.limits)

@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from shared import defaults, qos, quantity
+from shared import defaults, quantity
 from shared.errors import QUANTITY_FORMAT_MESSAGE, QuantityError
 from shared.pod import Container, Pod, ResourceRequirements
 from shared.resources import (
@@ -128,7 +128,8 @@ def validate_pod_resources(
             _checked_container_resource_name,
             allow_indivisible_hugepages,
         )
-        violations += _resize_policy_violations(container, f"{path}.resizePolicy", pod.spec.restart_policy)
+        if container.resize_policy:  # an empty policy breaks no rule
+            violations += _resize_policy_violations(container, f"{path}.resizePolicy", pod.spec.restart_policy)
     for i, ephemeral in enumerate(pod.spec.ephemeral_containers):
         if not ephemeral.resources.is_empty():
             violations.append(
@@ -164,19 +165,21 @@ def _pod_level_violations(
     violations += _requirements_violations(
         stanza, "spec.resources", _checked_pod_resource_name, allow_indivisible_hugepages
     )
-    violations += _consistency_violations(pod, stanza, containers)
+    violations += _consistency_violations(pod.container_aggregate(pod_level_resources=True), stanza, containers)
     return violations
 
 
 def _consistency_violations(
-    pod: Pod,
+    aggregate: defaults.Requirements[quantity.Quantity],
     stanza: defaults.Requirements[quantity.Quantity],
     containers: Sequence[defaults.ContainerRequirements[quantity.Quantity]],
 ) -> list[FieldViolation]:
-    """``validatePodResourceConsistency``: V6 (requests), V7 (hugepages limits), V8 (each app container's limits)."""
+    """``validatePodResourceConsistency``: V6 (requests), V7 (hugepages limits), V8 (each app container's limits).
+
+    ``aggregate`` is :func:`shared.qos.aggregate` of ``containers`` (:meth:`shared.pod.Pod.container_aggregate`).
+    """
     violations: list[FieldViolation] = []
-    agg_requests = qos.aggregate((c.kind, c.requirements.requests) for c in containers)
-    for name, agg in agg_requests.items():
+    for name, agg in aggregate.requests.items():
         pod_request = stanza.requests.get(name)
         if pod_request and agg > pod_request:
             violations.append(
@@ -188,8 +191,7 @@ def _consistency_violations(
                     value=str(pod_request),
                 )
             )
-    agg_limits = qos.aggregate((c.kind, c.requirements.limits) for c in containers)
-    for name, agg in agg_limits.items():
+    for name, agg in aggregate.limits.items():
         pod_limit = stanza.limits.get(name)
         if is_hugepages(name) and pod_limit is not None and agg > pod_limit:
             violations.append(
@@ -246,7 +248,9 @@ def _requirements_violations(
         violations += _value_violations(name, request, field)
         limit_for_request = stanza.limits.get(name)
         if limit_for_request is not None:
-            if not request.same_value(limit_for_request) and not is_overcommit_allowed(name):
+            if request.same_value(limit_for_request):
+                pass  # equal to its limit: neither rule below can apply (the usual case, asked first)
+            elif not is_overcommit_allowed(name):
                 violations.append(
                     FieldViolation(
                         requests_path,

@@ -15,14 +15,13 @@ from __future__ import annotations
 
 import base64
 import functools
-import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from webhook import compact_json
+
 OpName = Literal["add", "remove", "replace", "test"]
-# json.dumps(..., separators=(",", ":"), ensure_ascii=False) without building an encoder for every patch
-_COMPACT_JSON = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,7 +83,7 @@ def annotation_ops(obj: Mapping[str, Any], desired: Mapping[str, str | None]) ->
 
 
 def to_json(ops: Sequence[Operation]) -> bytes:
-    return _COMPACT_JSON.encode([op.to_json() for op in ops]).encode("utf-8")
+    return compact_json.dumps([op.to_json() for op in ops]).encode("utf-8")
 
 
 def encode(ops: Sequence[Operation]) -> str:

@@ -23,14 +23,13 @@ and the same annotation bytes, which keeps the CREATE patch idempotent.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from shared import contract, pod_level, qos, quantity
 from shared.resources import CPU, MEMORY, ContainerKind, PodResources, QOSClass
-from webhook import wording
+from webhook import compact_json, wording
 
 PLAN_ANNOTATION = contract.ANNOTATION_PREFIX + "plan"
 
@@ -38,8 +37,6 @@ Scope = Literal["pod", "container"]
 Assignment = contract.Assignment
 
 _EXCLUSIVE: frozenset[Assignment] = frozenset({"node_exclusive", "pod_exclusive"})
-# json.dumps(..., separators=(",", ":"), ensure_ascii=False) without building an encoder for every pod
-_COMPACT_JSON = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -146,7 +143,7 @@ class Plan:
         }
 
     def annotation_value(self) -> str:
-        return _COMPACT_JSON.encode(self.to_json())
+        return compact_json.dumps(self.to_json())
 
     def annotations(self) -> dict[str, str]:
         return {PLAN_ANNOTATION: self.annotation_value()}
@@ -215,12 +212,13 @@ def _pod_scope_with_budget(pod: PodResources, policy: PlanPolicy) -> Plan:
     memory_budget = pod.pod.requests.get(MEMORY, 0)  # R2.5 (hugepages are not planned)
     containers = []
     for c in pod.containers:
-        cpus = pod_level.container_exclusive_cpus(pod, c, pod_level_resource_managers=True)  # R2.2
+        exclusive = pod_level.may_be_exclusive(pod, c, pod_level_resource_managers=True)
+        # R2.2 (a container that may not be exclusive pins no CPU: no need to ask)
+        cpus = pod_level.container_exclusive_cpus(pod, c, pod_level_resource_managers=True) if exclusive else 0
         cpu_assignment: Assignment = "node_shared" if not cpu_budget else ("pod_exclusive" if cpus else "pod_shared")
         memory_assignment: Assignment = "node_shared"
         memory = 0
         if memory_budget:
-            exclusive = pod_level.may_be_exclusive(pod, c, pod_level_resource_managers=True)
             memory_assignment = "pod_exclusive" if exclusive else "pod_shared"  # R2.3
             memory = c.resources.request(MEMORY) if memory_assignment == "pod_exclusive" else 0
         containers.append(

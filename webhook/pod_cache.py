@@ -112,6 +112,9 @@ def _dump(parsed: pod_model.Pod) -> dict[str, Any]:
     return parsed.model_dump(mode="json", by_alias=True, exclude_none=True)
 
 
+_DEFAULT_STATUS_JSON = pod_model.PodStatus().model_dump_json(by_alias=True, exclude_none=True)
+
+
 def _document(parsed: pod_model.Pod) -> bytes:
     """The trimmed object as JSON: what ``json.dumps`` of :func:`_dump` reads back as, produced without the dicts.
 
@@ -120,7 +123,12 @@ def _document(parsed: pod_model.Pod) -> bytes:
     """
     try:
         metadata = parsed.metadata.model_dump_json(by_alias=True, exclude_none=True)
-        status = parsed.status.model_dump_json(by_alias=True, exclude_none=True)
+        # a CREATE carries no status: a model with no field set is the default model, whose JSON is known
+        status = (
+            parsed.status.model_dump_json(by_alias=True, exclude_none=True)
+            if parsed.status.model_fields_set
+            else _DEFAULT_STATUS_JSON
+        )
         return f'{{"metadata":{metadata},"spec":{parsed.spec_json()},"status":{status}}}'.encode()
     except ValueError:  # pydantic's serialisation error: a lone surrogate ("\ud800") is no UTF-8; json escapes it
         return json.dumps(_dump(parsed)).encode()

@@ -175,6 +175,28 @@ def test_ordinary_text_is_left_alone(capture: tuple[logging.Logger, io.StringIO]
     assert lines(stream)[0]["event"] == message
 
 
+@pytest.mark.parametrize("case", REDACT_CASES, ids=lambda c: c.description)
+def test_a_text_redacts_the_same_every_time_and_only_clean_texts_are_remembered(case: RedactCase) -> None:
+    texts = [case.message, *(v for v in case.extra.values() if isinstance(v, str))]
+    first = [jsonlog.redact_text(text) for text in texts]
+    assert [jsonlog.redact_text(text) for text in texts] == first  # the second time from the clean-text memo
+    for text, redacted in zip(texts, first, strict=True):
+        assert (text in jsonlog._CLEAN_TEXTS) <= (redacted == text)  # a flagged text is never kept
+
+
+@pytest.mark.parametrize("text", ["705ab4f5-6393-11e8-b7cc-7ae180fd74c5", "DEADBEEF", "-", "0"])
+def test_uids_and_hex_digests_need_no_scan(text: str) -> None:
+    assert jsonlog.redact_text(text) == text
+    assert text not in jsonlog._CLEAN_TEXTS  # answered before the memo, which they would only crowd
+
+
+def test_the_clean_text_memo_stays_bounded() -> None:
+    for i in range(jsonlog._CLEAN_TEXTS_KEPT + 10):
+        jsonlog.redact_text(f"pod web-{i} admitted")
+    assert len(jsonlog._CLEAN_TEXTS) <= jsonlog._CLEAN_TEXTS_KEPT
+    assert jsonlog.redact_text("Bearer abcdefgh12345678") == f"Bearer {jsonlog.REDACTED}"
+
+
 def test_secrets_in_exception_text_are_redacted(capture: tuple[logging.Logger, io.StringIO]) -> None:
     logger, stream = capture
     try:
