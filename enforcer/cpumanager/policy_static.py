@@ -24,8 +24,6 @@ from __future__ import annotations
 
 import logging
 import math
-import threading
-from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -51,6 +49,7 @@ from enforcer.errors import (
 )
 from enforcer.features import FeatureGates
 from enforcer.topology import hint_masks
+from enforcer.topology.family_memo import FamilyMemo
 from enforcer.topology.hints import ProviderHints, TopologyHint
 from enforcer.topology.machine import CPUTopology
 from shared import pod_level
@@ -114,45 +113,20 @@ HINT_CACHE_ENTRIES = 256
 (about 4 KB each with their generated layers: at most about 1 MB, in the enforcer too)."""
 
 _HintKey = tuple[int, bool, int, int, int]  # id(topology), align-by-socket, available mask, reusable mask, request
+_Hints = hint_masks.LayeredHints | list[TopologyHint]
+
+# The CPU hint family of each distinct input (FamilyMemo says why).  Replicas of one machine kind share one
+# topology object and often have the same CPUs free: a third of the families the extender's dry runs asked for
+# had been computed before (``bench.bench_extender dry-runs``, 256 entries; 45% with 4,096).  A family reads only
+# the topology (and the combinations derived from it), the align-by-socket option and the three numbers of the
+# key, all immutable, so a shared one answers exactly as a new one would.  The entry holds its topology, so the
+# id in the key cannot be reused while the entry lives.  ``[]`` (not even the whole machine fits) is cheap and
+# not kept.
+_HINTS: FamilyMemo[_HintKey, tuple[CPUTopology, _Hints]] = FamilyMemo(HINT_CACHE_ENTRIES)
 
 
-class _HintFamilies:
-    """The CPU hint family of each distinct input, computed once (a bounded LRU map).
-
-    Why: the scheduler extender dry-runs one pod on a hundred replicas, and again on each replica a
-    binding changed; replicas of one machine kind share one topology object and often have the same CPUs
-    free, so a third of the families it asked for had been computed before (``bench.bench_extender
-    dry-runs``, 256 entries; 45% with 4,096).  A family reads only the topology (and the combinations
-    derived from it), the align-by-socket option and the three numbers of the key, all immutable, so a
-    shared one answers exactly as a new one would.  The topology is held with the entry, so its id in the
-    key cannot be reused while the entry lives.  ``[]`` (not even the whole machine fits) is cheap and not
-    kept."""
-
-    def __init__(self, size: int) -> None:
-        self.size = size
-        self._items: OrderedDict[_HintKey, tuple[CPUTopology, hint_masks.LayeredHints]] = OrderedDict()
-        self._lock = threading.Lock()
-
-    def get(
-        self, policy: StaticPolicy, available: CPUSet, reusable: CPUSet, request: int
-    ) -> hint_masks.LayeredHints | list[TopologyHint]:
-        topology = policy._topology
-        key = (id(topology), policy._options.align_by_socket, available.mask, reusable.mask, request)
-        with self._lock:
-            found = self._items.get(key)
-            if found is not None and found[0] is topology:
-                self._items.move_to_end(key)
-                return found[1]
-        hints = policy._compute_hints(available, reusable, request)
-        if isinstance(hints, hint_masks.LayeredHints):
-            with self._lock:
-                self._items[key] = (topology, hints)
-                if len(self._items) > self.size:
-                    self._items.popitem(last=False)
-        return hints
-
-
-_HINTS = _HintFamilies(HINT_CACHE_ENTRIES)
+def _worth_keeping(entry: tuple[CPUTopology, _Hints]) -> bool:
+    return isinstance(entry[1], hint_masks.LayeredHints)
 
 
 class StaticPolicy:
@@ -448,8 +422,10 @@ class StaticPolicy:
         self, available: CPUSet, reusable: CPUSet, request: int
     ) -> hint_masks.LayeredHints | list[TopologyHint]:
         """R6.3 ``generateCPUTopologyHints`` (:meth:`_compute_hints`), shared by every policy on the same
-        machine object and socket option that asks with equal inputs (:class:`_HintFamilies`)."""
-        return _HINTS.get(self, available, reusable, request)
+        machine object and socket option that asks with equal inputs (``_HINTS``)."""
+        topology = self._topology
+        key = (id(topology), self._options.align_by_socket, available.mask, reusable.mask, request)
+        return _HINTS.get(key, lambda: (topology, self._compute_hints(available, reusable, request)), _worth_keeping)[1]
 
     def _compute_hints(
         self, available: CPUSet, reusable: CPUSet, request: int

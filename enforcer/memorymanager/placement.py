@@ -14,11 +14,10 @@ reads as zero bytes (Go would dereference a nil table).
 
 from __future__ import annotations
 
-import threading
-from collections import OrderedDict
 from collections.abc import Iterable, Mapping, Sequence
 
 from enforcer.memorymanager.state import Block, MemoryTable, NUMANodeState, bits_mask, mask_bits
+from enforcer.topology.family_memo import FamilyMemo
 from enforcer.topology.hint_masks import (
     LayeredHints,
     Threshold,
@@ -55,9 +54,14 @@ def calculate_hints(
     ``reusable`` is the pod's init-container memory by mask (A7), which counts as free (H5).  Each list is
     the :class:`~enforcer.topology.hint_masks.LayeredHints` of :func:`hint_family` (``distances`` is
     accepted for the callers' convenience; preferred hints do not depend on it), shared by every call
-    with equal inputs (:class:`_Families`).
+    with equal inputs (``_FAMILIES``).
     """
-    family = _FAMILIES.get(machine, requests, reusable)
+    if reusable:  # not kept: rare, and the key would need the reuse table too
+        family = hint_family(machine, requests, reusable)
+    else:
+        family = _FAMILIES.get(
+            _family_key(machine, requests), lambda: hint_family(machine, requests, reusable), _always
+        )
     if family is None:
         return {}  # H6b: no key at all, which the Topology Manager reads as "don't care"
     return {name: family for name in requests}
@@ -72,43 +76,6 @@ and every kept object is one more for the collector to scan."""
 
 _NodeKey = tuple[int, int, tuple[int, ...], tuple[tuple[int, int], ...]]  # id, assignments, cells, (allocatable, free)
 _FamilyKey = tuple[tuple[_NodeKey, ...], tuple[tuple[str, int], ...]]
-
-
-class _Families:
-    """The hint family of each distinct input, computed once (a bounded LRU map).
-
-    Why: the scheduler extender dry-runs one pod on a hundred replicas, and again on every replica a
-    binding changes; nodes of one kind often hold the same memory per NUMA node (requests come in a few
-    sizes), so three quarters of the families it asked for were ones it had computed before
-    (``bench.bench_extender dry-runs``, 256 entries), and one was a fifth of a dry run.  A family only reads what
-    :func:`_family_key` holds (a :class:`_MemoryRules` copies it out of the tables), so a shared one
-    answers exactly as a new one would.  Requests with init-container reuse are not kept (rare, and
-    their key would need the reuse table too)."""
-
-    def __init__(self, size: int) -> None:
-        self.size = size
-        self._items: OrderedDict[_FamilyKey, LayeredHints | None] = OrderedDict()
-        self._lock = threading.Lock()
-
-    def get(
-        self,
-        machine: Mapping[int, NUMANodeState],
-        requests: Mapping[str, int],
-        reusable: Mapping[int, Mapping[str, int]],
-    ) -> LayeredHints | None:
-        if reusable:
-            return hint_family(machine, requests, reusable)
-        key = _family_key(machine, requests)
-        with self._lock:
-            if key in self._items:
-                self._items.move_to_end(key)
-                return self._items[key]
-        family = hint_family(machine, requests, reusable)
-        with self._lock:
-            self._items[key] = family
-            if len(self._items) > self.size:
-                self._items.popitem(last=False)
-        return family
 
 
 def _family_key(machine: Mapping[int, NUMANodeState], requests: Mapping[str, int]) -> _FamilyKey:
@@ -131,7 +98,7 @@ class _MemoryRules:
 
     Reads the machine only here: what the rules need is copied out (the tables' sums, each node's
     assignments and group), so the rules, and a family built on them, do not change when the state
-    they were computed from is charged afterwards (:class:`_Families` shares them)."""
+    they were computed from is charged afterwards (``_FAMILIES`` shares them)."""
 
     def __init__(
         self,
@@ -246,7 +213,16 @@ def hint_family(
     )
 
 
-_FAMILIES = _Families(FAMILY_CACHE_ENTRIES)
+# The hint family of each distinct input (FamilyMemo says why).  Nodes of one kind often hold the same memory
+# per NUMA node (requests come in a few sizes): three quarters of the families the extender's dry runs asked for
+# had been computed before (``bench.bench_extender dry-runs``, 256 entries), and one was a fifth of a dry run.  A
+# family only reads what ``_family_key`` holds (``_MemoryRules`` copies it out of the tables), so a shared one
+# answers exactly as a new one would.
+_FAMILIES: FamilyMemo[_FamilyKey, LayeredHints | None] = FamilyMemo(FAMILY_CACHE_ENTRIES)
+
+
+def _always(_: LayeredHints | None) -> bool:
+    return True
 
 
 def best_hint(
