@@ -25,6 +25,7 @@ from extender import wire
 from extender.decide import Extender
 from extender.metrics import CONTENT_TYPE, ExtenderMetrics
 from extender.poller import Poller
+from servicekit import telemetry
 from shared import contract
 
 log = logging.getLogger(__name__)
@@ -56,6 +57,7 @@ def create_app(components: Components, *, max_body_bytes: int = 16 << 20) -> Fas
         description="kube-scheduler HTTP extender (k8s.io/kube-scheduler/extender/v1): filter and prioritize "
         "by the enforcers' own admission, run on replicas of their state.",
         lifespan=lifespan,
+        telemetry=telemetry.fastapi_telemetry(),
     )
     app.state.metrics = metrics
 

@@ -33,7 +33,7 @@ import httpx
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 
-from servicekit import tls
+from servicekit import telemetry, tls
 from webhook import discovery, enforcer_client, errors, pod_cache, routes
 from webhook import settings as settings_module
 from webhook.handlers import pod_binding
@@ -148,7 +148,14 @@ def create_app(settings: WebhookSettings, *, components: Components | None = Non
             await pod_binding.finish_pending_releases()  # before the client they use is closed
             await client.aclose()
 
-    app = FastAPI(title="numaguard webhook", lifespan=lifespan, docs_url=None, redoc_url=None, openapi_url=None)
+    app = FastAPI(
+        title="numaguard webhook",
+        lifespan=lifespan,
+        docs_url=None,
+        redoc_url=None,
+        openapi_url=None,
+        telemetry=telemetry.fastapi_telemetry(),
+    )
     app.state.services = services
     # The review routes are the app's own, matched first: behind an included router every review would be matched
     # twice (FastAPI's included-router layer), a few percent of its CPU.  The probes and /metrics stay in the

@@ -31,6 +31,7 @@ from enforcer.service import attempts, auth, deps, kube, routes, runtime, ui
 from enforcer.service import errors as service_errors
 from enforcer.service.metrics import EnforcerMetrics
 from enforcer.service.settings import EnforcerSettings
+from servicekit import telemetry
 from shared import contract
 
 API_VERSION = "1"
@@ -246,6 +247,7 @@ def create_app(
             "the bearer token."
         ),
         lifespan=lifespan,
+        telemetry=telemetry.fastapi_telemetry(),
     )
     app.openapi = functools.partial(_openapi_document, app)  # type: ignore[method-assign]
     app.state.settings = settings
