@@ -46,7 +46,7 @@ import httpx
 import yaml
 from fastapi import FastAPI, Request, Response
 
-from servicekit import certs, tls
+from servicekit import certs, telemetry, tls
 
 ROOT = Path(__file__).resolve().parents[1]
 NODE_NAME = "node-a"
@@ -66,8 +66,14 @@ START_TIMEOUT = 60.0
 
 
 def echo_app() -> FastAPI:
-    """A FastAPI app that answers ``POST /mutate`` with the request body: the floor any webhook pays."""
-    app = FastAPI(title="echo", docs_url=None, redoc_url=None, openapi_url=None)
+    """A FastAPI app that answers ``POST /mutate`` with the request body: the floor any webhook pays.
+
+    Built with the services' FastAPI settings, telemetry included (``servicekit.telemetry``): an echo that paid
+    FastAPI's per-request OpenTelemetry check while the webhook does not would flatter the webhook's ratio.
+    """
+    app = FastAPI(
+        title="echo", docs_url=None, redoc_url=None, openapi_url=None, telemetry=telemetry.fastapi_telemetry()
+    )
 
     @app.post("/mutate")
     async def mutate(request: Request) -> Response:
