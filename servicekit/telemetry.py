@@ -29,7 +29,8 @@ from opentelemetry import trace
 OFF: TelemetryConfig = {"tracing": False, "metrics": False, "logs": False}
 """FastAPI's telemetry with every signal off (its per-request check then costs almost nothing)."""
 
-_EXPORT_VARIABLES = (
+EXPORT_VARIABLES = (
+    # the variables an OpenTelemetry SDK set-up reads to export; "none" (any case) is the spelling of "nothing"
     "OTEL_TRACES_EXPORTER",
     "OTEL_METRICS_EXPORTER",
     "OTEL_LOGS_EXPORTER",
@@ -47,7 +48,7 @@ def operator_wants_telemetry(environ: Mapping[str, str] | None = None) -> bool:
         return False
     if env.get("FASTAPI_OTEL_AUTO_CONFIGURE", "").lower() == "true":
         return True
-    if any(env.get(name, "").strip() not in ("", "none") for name in _EXPORT_VARIABLES):
+    if any(env.get(name, "").strip().lower() not in ("", "none") for name in EXPORT_VARIABLES):
         return True
     # the API's own placeholder until someone installs an SDK provider (opentelemetry-instrument does, at start)
     return not isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider)

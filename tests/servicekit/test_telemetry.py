@@ -26,6 +26,7 @@ WANTED = [
     ({"OTEL_EXPORTER_OTLP_ENDPOINT": "http://collector:4318"}, True),
     ({"OTEL_METRICS_EXPORTER": "otlp"}, True),
     ({"OTEL_TRACES_EXPORTER": "none"}, False),  # the OTel spelling of "export nothing"
+    ({"OTEL_TRACES_EXPORTER": " None "}, False),
     ({"OTEL_TRACES_EXPORTER": ""}, False),
     ({"FASTAPI_OTEL_AUTO_CONFIGURE": "false"}, False),
     ({"OTEL_SDK_DISABLED": "true", "OTEL_TRACES_EXPORTER": "otlp"}, False),  # the operator's off switch wins
@@ -72,7 +73,7 @@ APPS = [
 def test_every_service_turns_the_signals_off_unless_asked(
     make: Callable[[], FastAPI], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    for name in ("FASTAPI_OTEL_AUTO_CONFIGURE", "OTEL_SDK_DISABLED", *telemetry._EXPORT_VARIABLES):
+    for name in ("FASTAPI_OTEL_AUTO_CONFIGURE", "OTEL_SDK_DISABLED", *telemetry.EXPORT_VARIABLES):
         monkeypatch.delenv(name, raising=False)
     off = make()._telemetry  # FastAPI's resolved config (no public accessor)
     assert (off["tracing"], off["metrics"], off["logs"]) == (False, False, False)
