@@ -770,29 +770,53 @@ def journal_appends(appends: int = 1000, *, line: int = 1300, directory: Path | 
             return checksum
 
         times: dict[str, list[float]] = {"growing": [], "pre-zeroed": []}
+        requests = {kind: [0, 0, 0] for kind in times}  # the device's write requests, sectors written, flushes
+        device = _block_device_stat(Path(workdir))
         extended: list[float] = []
         try:
             for index in range(WARMUP + appends):
                 ops = [journal.set_op(["pods", f"p{index:06d}"], note)]
                 size = store.journal_path.stat().st_size
                 for kind in ("growing", "pre-zeroed") if index % 2 == 0 else ("pre-zeroed", "growing"):
+                    before = _io_counts(device)
                     started = time.perf_counter()
                     if kind == "growing":
                         prev = grow(index + 1, ops)
                     else:
                         store.append(ops)
                     elapsed = (time.perf_counter() - started) * 1000
+                    after = _io_counts(device)
                     if index < WARMUP:
                         continue
                     if kind == "pre-zeroed" and store.journal_path.stat().st_size != size:
                         extended.append(elapsed)
                     else:
                         times[kind].append(elapsed)
+                        for slot in range(3):
+                            requests[kind][slot] += after[slot] - before[slot]
             line_bytes = store.journal_bytes // (WARMUP + appends)
         finally:
             os.close(fd)
             store.close()
-    return {"times": times, "extended": extended, "saves": saves, "line": line_bytes}
+    return {
+        "times": times, "extended": extended, "saves": saves, "line": line_bytes,
+        "requests": requests if device else None, "device": device,
+    }  # fmt: skip
+
+
+def _block_device_stat(directory: Path) -> Path | None:
+    """The block device's ``stat`` file in sysfs for the filesystem holding ``directory`` (None if it has none)."""
+    dev = os.stat(directory).st_dev
+    stat = Path(f"/sys/dev/block/{os.major(dev)}:{os.minor(dev)}/stat")
+    return stat if stat.exists() else None
+
+
+def _io_counts(stat: Path | None) -> tuple[int, int, int]:
+    """Writes completed, sectors written, flushes completed (Documentation/admin-guide/iostats.rst), device-wide."""
+    if stat is None:
+        return 0, 0, 0
+    fields = [int(field) for field in stat.read_text().split()]
+    return fields[4], fields[6], fields[15] if len(fields) > 15 else 0
 
 
 def _percentile(samples: list[float], fraction: float) -> float:
@@ -803,10 +827,17 @@ def _percentile(samples: list[float], fraction: float) -> float:
 def _print_journal(result: dict[str, Any]) -> int:
     times, extended = result["times"], result["extended"]
     print(f"journal append of a {result['line']}-byte line, wall ms (after {WARMUP} warm-up appends each)")
-    print(f"{'':<12} {'appends':>8} {'p50':>8} {'p90':>8} {'p99':>8} {'max':>8}")
+    print(f"{'':<12} {'appends':>8} {'mean':>8} {'p50':>8} {'p90':>8} {'p99':>8} {'max':>8}")
     for kind, samples in times.items():
-        row = [_percentile(samples, q) for q in (0.5, 0.9, 0.99)]
-        print(f"{kind:<12} {len(samples):>8} " + " ".join(f"{v:>8.3f}" for v in row) + f" {max(samples):>8.3f}")
+        row = [statistics.fmean(samples), *(_percentile(samples, q) for q in (0.5, 0.9, 0.99)), max(samples)]
+        print(f"{kind:<12} {len(samples):>8} " + " ".join(f"{v:>8.3f}" for v in row))
+    if result["requests"] is not None:
+        print(f"device requests per append ({result['device']}, device-wide: other writers on it count too)")
+        for kind, (writes, sectors, flushes) in result["requests"].items():
+            count = len(times[kind])
+            print(
+                f"{kind:<12} writes {writes / count:.2f}, sectors {sectors / count:.1f}, flushes {flushes / count:.2f}"
+            )
     grown = ", ".join(f"{v:.2f}" for v in extended) or "none"
     print(f"pre-zeroed appends that added a chunk (left out above): {len(extended)}: {grown} ms")
     chunk, header = (statistics.median(result["saves"][kind]) for kind in ("first chunk", "header only"))
