@@ -46,8 +46,11 @@ temporary directory), alternating which goes first: *growing*, the append as it 
 NUL padding (``os.write`` at the end of the file, ``fdatasync``, the reachability ``stat``: the
 file grows, so every ``fdatasync`` also commits its size), and *pre-zeroed*,
 ``JournaledStore.append`` (the line written over the journal's zeroed chunk, then
-``fdatasync``; one append per chunk also adds the next chunk, counted apart).  Wall time is the
-figure here: the cost is the disk's, not instructions.
+``fdatasync``; one append per chunk also adds the next chunk, counted apart).  The cost is the
+disk's, not instructions: besides wall time it counts the block device's write requests, sectors
+and flushes around each append (``/sys/dev/block/M:m/stat``, device-wide), which other processes'
+CPU load does not move.  Whether the growing way pays a journal commit depends on the filesystem
+(ext4 with a journal: yes; see BENCHMARKS.md).
 
 This module is a measuring tool: it must not be imported by product code or by tests.
 """
