@@ -39,6 +39,19 @@ row also gives the enforcer process's CPU time per request (all threads, from
 ``--quick`` measures what ``python -m bench --quick`` does for this section (30 allocations per
 client, then the curve at 100 pods held), from ``--enforcer-root`` too.
 
+The journal append alone (``--journal-appends N``, in-process, no server): wall time of each
+append of a ``--journal-line``-byte record (default 1,300, as a change at 1,024 CPUs writes),
+two ways side by side in one run and one directory (``--journal-dir``, default the system's
+temporary directory), alternating which goes first: *growing*, the append as it was before the
+NUL padding (``os.write`` at the end of the file, ``fdatasync``, the reachability ``stat``: the
+file grows, so every ``fdatasync`` also commits its size), and *pre-zeroed*,
+``JournaledStore.append`` (the line written over the journal's zeroed chunk, then
+``fdatasync``; one append per chunk also adds the next chunk, counted apart).  The cost is the
+disk's, not instructions: besides wall time it counts the block device's write requests, sectors
+and flushes around each append (``/sys/dev/block/M:m/stat``, device-wide), which other processes'
+CPU load does not move.  Whether the growing way pays a journal commit depends on the filesystem
+(ext4 with a journal: yes; see BENCHMARKS.md).
+
 This module is a measuring tool: it must not be imported by product code or by tests.
 """
 
@@ -476,7 +489,12 @@ def main(argv: list[str] | None = None) -> int:
         "--pairs-in-process", type=int, metavar="N", help="event-loop CPU per allocation + release, in-process"
     )
     parser.add_argument("--large", action="store_true", help="--pairs-in-process on the 1,024-CPU machine")
+    parser.add_argument("--journal-appends", type=int, metavar="N", help="journal append, growing vs pre-zeroed")
+    parser.add_argument("--journal-line", type=int, default=1300, metavar="BYTES", help="--journal-appends line size")
+    parser.add_argument("--journal-dir", type=Path, help="--journal-appends directory (default: the temp directory)")
     args = parser.parse_args(argv)
+    if args.journal_appends:
+        return _print_journal(journal_appends(args.journal_appends, line=args.journal_line, directory=args.journal_dir))
     if args.repost_in_process:
         calls, cpu_ms = repost_in_process()
         print(f"re-sent allocation through the ASGI app: {calls:.0f} function calls, {cpu_ms:.3f} ms CPU per request")
@@ -721,6 +739,113 @@ def held_split(pods: int = HELD_PODS, *, freeze: bool = True) -> dict[str, tuple
         "reconcile pass": medians(reconcile),
         "full GC passes": (float(len(pauses)), max(pauses, default=0.0) * 1000),
     }
+
+
+def journal_appends(appends: int = 1000, *, line: int = 1300, directory: Path | None = None) -> dict[str, Any]:
+    """Per-append wall times (ms), growing against pre-zeroed, interleaved; see the module docstring."""
+    from enforcer.state import journal
+
+    with tempfile.TemporaryDirectory(prefix="bench-journal-", dir=directory) as workdir:
+        store = journal.JournaledStore(Path(workdir) / "state.json")
+        small = journal.JournaledStore(Path(workdir) / "small.json", chunk_bytes=journal.TORN_UNIT)
+        store.load(), small.load()
+        saves: dict[str, list[float]] = {"first chunk": [], "header only": []}
+        for _ in range(5):  # a compaction: the base, the new journal's header and its first chunk of zeros
+            for kind, saving in (("first chunk", store), ("header only", small)):
+                started = time.perf_counter()
+                saving.save({"node": "bench"})
+                saves[kind].append((time.perf_counter() - started) * 1000)
+        growing_path = Path(workdir) / "growing.journal"
+        header, prev = journal.header_line(1)
+        growing_path.write_bytes(header)
+        fd = os.open(growing_path, os.O_WRONLY | os.O_CLOEXEC)
+        os.fsync(fd)
+        os.lseek(fd, 0, os.SEEK_END)
+        note = "x" * max(0, line - len(journal.record_line(1, prev, [journal.set_op(["pods", "p"], "")])[0]))
+
+        def grow(seq: int, ops: list[dict[str, Any]]) -> str:
+            data, checksum = journal.record_line(seq, prev, ops)
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view) :]
+            os.fdatasync(fd)
+            _reachable = (os.stat(growing_path).st_ino, os.fstat(fd).st_ino)  # as the old append checked
+            return checksum
+
+        times: dict[str, list[float]] = {"growing": [], "pre-zeroed": []}
+        requests = {kind: [0, 0, 0] for kind in times}  # the device's write requests, sectors written, flushes
+        device = _block_device_stat(Path(workdir))
+        extended: list[float] = []
+        try:
+            for index in range(WARMUP + appends):
+                ops = [journal.set_op(["pods", f"p{index:06d}"], note)]
+                size = store.journal_path.stat().st_size
+                for kind in ("growing", "pre-zeroed") if index % 2 == 0 else ("pre-zeroed", "growing"):
+                    before = _io_counts(device)
+                    started = time.perf_counter()
+                    if kind == "growing":
+                        prev = grow(index + 1, ops)
+                    else:
+                        store.append(ops)
+                    elapsed = (time.perf_counter() - started) * 1000
+                    after = _io_counts(device)
+                    if index < WARMUP:
+                        continue
+                    if kind == "pre-zeroed" and store.journal_path.stat().st_size != size:
+                        extended.append(elapsed)
+                    else:
+                        times[kind].append(elapsed)
+                        for slot in range(3):
+                            requests[kind][slot] += after[slot] - before[slot]
+            line_bytes = store.journal_bytes // (WARMUP + appends)
+        finally:
+            os.close(fd)
+            store.close()
+    return {
+        "times": times, "extended": extended, "saves": saves, "line": line_bytes,
+        "requests": requests if device else None, "device": device,
+    }  # fmt: skip
+
+
+def _block_device_stat(directory: Path) -> Path | None:
+    """The block device's ``stat`` file in sysfs for the filesystem holding ``directory`` (None if it has none)."""
+    dev = os.stat(directory).st_dev
+    stat = Path(f"/sys/dev/block/{os.major(dev)}:{os.minor(dev)}/stat")
+    return stat if stat.exists() else None
+
+
+def _io_counts(stat: Path | None) -> tuple[int, int, int]:
+    """Writes completed, sectors written, flushes completed (Documentation/admin-guide/iostats.rst), device-wide."""
+    if stat is None:
+        return 0, 0, 0
+    fields = [int(field) for field in stat.read_text().split()]
+    return fields[4], fields[6], fields[15] if len(fields) > 15 else 0
+
+
+def _percentile(samples: list[float], fraction: float) -> float:
+    ordered = sorted(samples)
+    return ordered[min(len(ordered) - 1, int(fraction * len(ordered)))]
+
+
+def _print_journal(result: dict[str, Any]) -> int:
+    times, extended = result["times"], result["extended"]
+    print(f"journal append of a {result['line']}-byte line, wall ms (after {WARMUP} warm-up appends each)")
+    print(f"{'':<12} {'appends':>8} {'mean':>8} {'p50':>8} {'p90':>8} {'p99':>8} {'max':>8}")
+    for kind, samples in times.items():
+        row = [statistics.fmean(samples), *(_percentile(samples, q) for q in (0.5, 0.9, 0.99)), max(samples)]
+        print(f"{kind:<12} {len(samples):>8} " + " ".join(f"{v:>8.3f}" for v in row))
+    if result["requests"] is not None:
+        print(f"device requests per append ({result['device']}, device-wide: other writers on it count too)")
+        for kind, (writes, sectors, flushes) in result["requests"].items():
+            count = len(times[kind])
+            print(
+                f"{kind:<12} writes {writes / count:.2f}, sectors {sectors / count:.1f}, flushes {flushes / count:.2f}"
+            )
+    grown = ", ".join(f"{v:.2f}" for v in extended) or "none"
+    print(f"pre-zeroed appends that added a chunk (left out above): {len(extended)}: {grown} ms")
+    chunk, header = (statistics.median(result["saves"][kind]) for kind in ("first chunk", "header only"))
+    print(f"a compaction (base and new journal), medians of 5: {chunk:.2f} ms, {header:.2f} ms with the header only")
+    return 0
 
 
 def _print_split(split: dict[str, tuple[float, float]]) -> int:

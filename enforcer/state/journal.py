@@ -17,9 +17,19 @@ Files, beside each other in the state directory::
                                   (``node``, ``topology``, ``config`` ... at its top level)
                                   plus ``journalGeneration``
     numaguard_state.json.bak      the previous base (checkpoint's backup rule)
-    numaguard_state.json.journal  one JSON object per line:
+    numaguard_state.json.journal  one JSON object per line, then NUL padding:
         {"checksum":..,"format":"numaguard-journal","generation":G,"version":1}       header
         {"checksum":..,"ops":[..],"prev":<checksum of the line before>,"seq":N}        record N
+        \0\0\0 ... to the end of the file                                              padding
+
+The file is pre-allocated in chunks of ``CHUNK_BYTES`` (1 MiB) of *written* zeros, made
+durable with ``fsync`` when the chunk is added (a compaction writes the first chunk with
+the header; an append that would not fit adds the next one before it writes).  An append
+writes its line in place after the last one, so its ``fdatasync`` flushes data only: the
+file's size and extents do not change, and ext4 has no metadata to commit (appends that
+grow the file wait for a journal commit on every ``fdatasync``).  Journals written before
+the padding (the file ends at its last byte written) read the same way: no padding is
+simply an empty one, and the first append pads the file.
 
 A record's ``ops`` are patches of the document, applied in order:
 ``{"set": [key, ...], "value": v}`` (creating missing objects on the way) or
@@ -36,11 +46,12 @@ Guarantees (the same as a single checkpoint file gives):
 * ``append`` is durable before it returns: one ``write`` of the whole line,
   then ``fdatasync``.  The journal's directory entry was made durable when the
   journal was created (temp file, ``fsync``, rename, directory ``fsync``).
-* A crash during an append leaves at most a *torn tail*: bytes after the last
-  newline.  That append never returned, so no caller was told it was durable;
-  the tail is ignored on load and cut off before the next append.  Any complete
-  line that does not verify is corruption (:class:`CheckpointCorruptError`),
-  never skipped: skipping a record could hand pinned CPUs out twice.
+* A crash during an append leaves at most a *torn tail* (below): bytes of the
+  one line being written.  That append never returned, so no caller was told it
+  was durable; the tail is ignored on load, and overwritten with zeros (then
+  ``fdatasync``) before the next append writes over it.  Anything else that does
+  not verify is corruption (:class:`CheckpointCorruptError`), never skipped:
+  skipping a record could hand pinned CPUs out twice.
 * Compaction (:meth:`JournaledStore.save`, the full document): write the new
   journal header for generation G+1 to a temp file, save the base (atomic, as a
   checkpoint) with ``journalGeneration`` G+1, then rename the new journal into
@@ -54,10 +65,61 @@ Guarantees (the same as a single checkpoint file gives):
   failure of either file is a typed error (``CheckpointCorruptError`` or
   ``CheckpointVersionError``), never a bare ``ValueError``.
 
+End of the journal (what is torn, what is corrupt).  Records are read from the
+start while they are whole clean lines (a newline, no NUL byte before it), each
+verified; a whole clean line that does not verify is corruption.  The file's
+trailing NUL bytes are padding.  What is left between the last verified record
+and the padding (the *tail*, it ends in a non-NUL byte) is empty for a clean
+journal, else it is a torn append only if every rule holds, and corruption if
+any fails:
+
+1. no newline in it except as its very last byte (an unverified record followed
+   by anything is corruption: a torn append is always the last write);
+2. only bytes a record line is made of (printable ASCII, canonical JSON is ASCII);
+3. without NUL bytes in it (a prefix of a line: the write was cut short, the
+   SIGKILL case, or an old journal's torn tail), it begins as a record line
+   does (``{"checksum":"sha256:``, or a prefix of that), it minus its last byte
+   does not verify as a record, and it verifies as a record only if it is the
+   record due (its ``prev`` and ``seq``) and its newline was due at a multiple
+   of 512 (else it is a whole record whose line end was damaged: a write stops
+   short at a sector or page boundary, not one byte before an arbitrary newline);
+4. with NUL bytes in it (a *hole*: a power loss where later sectors of the write
+   reached the disk and earlier ones did not), every hole is whole sectors of
+   ``TORN_UNIT`` (512) bytes: it starts where the tail starts or at a multiple
+   of 512, and ends at a multiple of 512; the part before the first hole begins
+   as a record line does; and the part after the last hole either ends with the
+   exact end of the record that was due (``,"prev":"<last checksum>","seq":N}``
+   and the newline, as far as the part reaches) or ends at a multiple of 512.
+
+Why this never loses an acknowledged record: an acknowledged record was written
+whole and ``fdatasync``ed, so on disk it is a whole clean line with no NUL byte,
+and it is read as a record (or, damaged, raises).  To be taken for a torn tail,
+damage would have to turn its bytes in one of its sectors into NUL bytes: a
+whole 512 bytes in the middle, its first bytes up to a sector boundary
+(``{"checksum"...``, at least 6 set bits), or its bytes in its last sector (at
+least the newline's 2 set bits, when the newline alone is in that sector, 1 in
+512 records; 8 or more otherwise).  So up to three flipped bits never drop a
+record but in that one placement (the tests flip up to three bits anywhere and
+check), and no single byte changed does but in the same placements.  That is
+the same blind spot as a cut at a line boundary (below), one sector finer.  Why
+it never replays a bad record: a torn tail is never replayed, and every record
+replayed verified (checksum, ``seq``, ``prev``).
+Why a crash is always read as torn: before a line is written, everything after
+the last record is durably zero (written zeros at chunk creation; a torn tail
+is zeroed and synced before the next append; nothing else is written there),
+so a device that writes whole 512-byte sectors leaves each sector of the line
+either written or zero; a write cut short leaves a prefix then zeros.  Classed
+corrupt although a crash could in theory leave them (and then ``recover-state``
+is needed): a device tearing *inside* a 512-byte sector with a later sector
+written, and a power loss while the ``write`` was still copying the line into
+the page cache *and* the device wrote a later page before an earlier one (the
+part after the hole then ends mid-sector).  Garbage after the padding, a flipped
+bit in it, or a hole of single NUL bytes are corruption.
+
 A journal cut exactly at a line boundary by damage (not by a crash) looks like
 a shorter journal; no append-only log can tell that apart without a second
-durable counter, and this store does not keep one.  Bit flips, torn middles and
-reordered lines are always caught.
+durable counter, and this store does not keep one.  Bit flips (but in the placement
+above), torn middles and reordered lines are always caught.
 
 Recovery (:func:`recover`, ``numaguard recover-state``): ``check`` classifies
 base, backup and journal; ``quarantine`` moves all three aside; ``from-backup``
@@ -76,6 +138,7 @@ import hashlib
 import json
 import logging
 import os
+import re
 import secrets
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -91,6 +154,11 @@ FORMAT: Final = "numaguard-journal"
 VERSION: Final = 1
 GENERATION_KEY: Final = "journalGeneration"
 """The one key of the base's data the store owns: the generation of the journal that continues it."""
+
+CHUNK_BYTES: Final = 1 << 20
+"""The journal file grows in chunks of written (and fsynced) zeros, so an append overwrites them in place."""
+TORN_UNIT: Final = 512
+"""The sector size the end-of-journal rule assumes a device writes whole (the smallest logical sector)."""
 
 _HEADER_KEYS: Final = frozenset({"checksum", "format", "generation", "version"})
 _RECORD_KEYS: Final = frozenset({"checksum", "ops", "prev", "seq"})
@@ -179,13 +247,17 @@ class JournalContents:
 
 
 def parse_journal(raw: bytes, *, path: str) -> JournalContents:
-    """Verify a journal's bytes; every failure is CheckpointCorruptError or CheckpointVersionError."""
-    end = raw.rfind(b"\n") + 1
-    torn = len(raw) - end
-    lines = raw[:end].split(b"\n")[:-1]
-    if not lines:
+    """Verify a journal's bytes; every failure is CheckpointCorruptError or CheckpointVersionError.
+
+    Lines are read from the start up to the NUL padding; where the bytes stop being whole clean
+    lines, :func:`_check_tail` decides between a torn append (ignored) and damage (raised).
+    """
+    content = raw.rstrip(b"\0")
+    stop = len(content)
+    newline = content.find(b"\n")
+    if newline < 0 or b"\0" in content[:newline]:
         raise errors.CheckpointCorruptError(path, "the journal has no complete header line")
-    header = _verified(lines[0], path=path, number=1, keys=_HEADER_KEYS)
+    header = _verified(content[:newline], path=path, number=1, keys=_HEADER_KEYS)
     if header["format"] != FORMAT:
         raise errors.CheckpointVersionError(path, f"foreign journal format {header['format']!r}")
     version = header["version"]
@@ -198,8 +270,13 @@ def parse_journal(raw: bytes, *, path: str) -> JournalContents:
         raise errors.CheckpointCorruptError(path, f"journal header: generation {generation!r} is not a count")
     prev = str(header["checksum"])
     records: list[tuple[dict[str, Any], ...]] = []
-    for number, line in enumerate(lines[1:], start=2):
-        record = _verified(line, path=path, number=number, keys=_RECORD_KEYS)
+    start, number = newline + 1, 2
+    while start < stop:
+        newline = content.find(b"\n", start)
+        if newline < 0 or content.find(b"\0", start, newline) >= 0:
+            _check_tail(content, start, seq=number - 1, prev=prev, path=path, number=number)
+            break
+        record = _verified(content[start:newline], path=path, number=number, keys=_RECORD_KEYS)
         if record["seq"] != number - 1:
             detail = f"journal line {number}: seq {record['seq']!r}, expected {number - 1}"
             raise errors.CheckpointCorruptError(path, detail)
@@ -210,10 +287,53 @@ def parse_journal(raw: bytes, *, path: str) -> JournalContents:
             raise errors.CheckpointCorruptError(path, f"journal line {number}: ops is not a list of objects")
         records.append(tuple(ops))
         prev = str(record["checksum"])
-    if torn > 1 and _verifies(raw[end:-1], path=path):
-        # a whole record whose line end was damaged: a crash never tears off the newline alone and changes it
-        raise errors.CheckpointCorruptError(path, f"journal line {len(lines) + 1}: its line end is damaged")
-    return JournalContents(generation, tuple(records), prev, end, torn)
+        start, number = newline + 1, number + 1
+    return JournalContents(generation, tuple(records), prev, start, stop - start)
+
+
+_LINE_BYTES: Final = bytes(range(0x20, 0x80))  # what canonical (ASCII, escaped) JSON is made of, before its newline
+_RECORD_HEAD: Final = b'{"checksum":"sha256:'  # how every record line starts (sorted keys)
+_NUL_RUN: Final = re.compile(rb"\0+")
+
+
+def _check_tail(content: bytes, start: int, *, seq: int, prev: str, path: str, number: int) -> None:
+    """Raise unless ``content[start:]`` (non-empty, NUL padding already stripped) is a torn append of record ``seq``.
+
+    The rule, and why it is exact, is the module docstring's "End of the journal".
+    """
+    tail = content[start:]
+    where = f"journal line {number}"
+    ending = f',"prev":"{prev}","seq":{seq}}}\n'.encode("ascii")  # how the record due ends (sorted keys)
+
+    def damaged(why: str) -> errors.CheckpointCorruptError:
+        return errors.CheckpointCorruptError(path, f"{where}: {why}")
+
+    newline = tail.find(b"\n")
+    if 0 <= newline < len(tail) - 1:
+        raise damaged("a record that does not verify is followed by more data")
+    if tail.translate(None, _LINE_BYTES + b"\0\n"):
+        raise damaged("bytes no record line holds (not a torn append)")
+    holes = [(start + m.start(), start + m.end()) for m in _NUL_RUN.finditer(tail)]
+    if not holes:  # a prefix of a line then (if anything) NUL padding: what a write cut short leaves
+        whole = _verifies(tail, path=path)
+        if whole and (start + len(tail)) % TORN_UNIT == 0 and tail.endswith(ending[:-1]):
+            return  # all but the newline, which would begin a sector: that sector was not written
+        if whole or (len(tail) > 1 and _verifies(tail[:-1], path=path)):
+            raise damaged("its line end is damaged")
+        if tail[: len(_RECORD_HEAD)] != _RECORD_HEAD[: len(tail)]:
+            raise damaged("does not begin as a record (not a torn append)")
+        return
+    for begin, end in holes:
+        if (begin != start and begin % TORN_UNIT) or end % TORN_UNIT:
+            raise damaged(f"NUL bytes at {begin}-{end} that no torn write of whole {TORN_UNIT}-byte sectors leaves")
+    first, last = content[start : holes[0][0]], content[holes[-1][1] :]
+    if first and first[: len(_RECORD_HEAD)] != _RECORD_HEAD[: len(first)]:
+        raise damaged("does not begin as a record (not a torn append)")
+    if last.endswith(b"\n"):
+        if not (ending.endswith(last) or last.endswith(ending)):
+            raise damaged(f"its last sector does not end record {seq} (not a torn append)")
+    elif len(content) % TORN_UNIT:
+        raise damaged("written bytes after a NUL hole end inside a sector (not a torn append)")
 
 
 def _verifies(line: bytes, *, path: str) -> bool:
@@ -267,7 +387,10 @@ class StoredState:
 class JournaledStore:
     """The base checkpoint and its journal; see the module docstring for the protocol."""
 
-    def __init__(self, path: Path | str, *, keep_backup: bool = True) -> None:
+    def __init__(self, path: Path | str, *, keep_backup: bool = True, chunk_bytes: int = CHUNK_BYTES) -> None:
+        if chunk_bytes < TORN_UNIT or chunk_bytes % TORN_UNIT:
+            raise ValueError(f"chunk_bytes {chunk_bytes} is not a positive multiple of {TORN_UNIT}")
+        self.chunk_bytes = chunk_bytes
         self.base = checkpoint.CheckpointStore(path, keep_backup=keep_backup)
         self.path = self.base.path
         self.journal_path = self.path.with_name(self.path.name + ".journal")
@@ -276,6 +399,8 @@ class JournaledStore:
         self._seq = 0
         self._prev = ""
         self._journal_bytes = 0
+        self._torn_bytes = 0  # a torn append's bytes after _journal_bytes, to be zeroed before the next append
+        self._file_bytes = 0  # the journal file's size (records, then NUL padding) while open
         self._base_bytes = 0
         self._appendable = False  # the journal on disk continues the base and ends where this store thinks
 
@@ -289,7 +414,7 @@ class JournaledStore:
 
     @property
     def journal_bytes(self) -> int:
-        """Bytes of the journal since the last compaction (header included)."""
+        """Bytes of the journal's lines since the last compaction (header included; not the NUL padding)."""
         return self._journal_bytes
 
     @property
@@ -344,13 +469,15 @@ class JournaledStore:
         self._close()
         self._generation = state.generation
         self._appendable = state.journal is not None and state.document is not None
+        self._torn_bytes = 0
         if state.journal is not None and state.document is not None:
             self._seq = len(state.journal.records)
             self._prev = state.journal.last_checksum
             self._journal_bytes = state.journal.good_bytes
+            self._torn_bytes = state.journal.torn_bytes
             if state.journal.torn_bytes:
                 log.warning(
-                    "journal ends in a torn append (never acknowledged); it is cut off before the next append",
+                    "journal ends in a torn append (never acknowledged); it is zeroed before the next append",
                     extra={"path": str(self.journal_path), "bytes": state.journal.torn_bytes},
                 )
         with contextlib.suppress(OSError):
@@ -393,7 +520,7 @@ class JournaledStore:
             self.remove_temp_files()
             header, header_checksum = header_line(generation)
             temp = self._temp()
-            checkpoint.write_durably(temp, header)
+            checkpoint.write_durably(temp, header + bytes(self._chunks_for(len(header)) - len(header)))
             try:
                 if first:  # the journal goes first: "header only, no base" reads as never saved
                     os.replace(temp, self.journal_path)
@@ -409,21 +536,25 @@ class JournaledStore:
             raise errors.CheckpointWriteError(str(self.path), f"cannot save state to {self.path}: {error}") from None
         self._generation, self._seq, self._prev = generation, 0, header_checksum
         self._journal_bytes = len(header)
+        self._torn_bytes = 0
         self._appendable = True
         with contextlib.suppress(OSError):
             self._base_bytes = self.path.stat().st_size
 
     def append(self, ops: Sequence[Mapping[str, Any]]) -> None:
-        """Make one change durable: one line, one ``fdatasync``.  Raises CheckpointWriteError.
+        """Make one change durable: one line over the NUL padding, one ``fdatasync``.  Raises CheckpointWriteError.
 
-        After a failure the journal's tail is unknown: the next call must be :meth:`save`.
+        The file's size changes only when the line does not fit the padding left: then one more chunk of
+        zeros is written and ``fsync``ed first (once per :attr:`chunk_bytes` of lines).  After a failure the
+        journal's tail is unknown: the next call must be :meth:`save`.
         """
         line, checksum = record_line(self._seq + 1, self._prev, ops, path=str(self.journal_path))
         try:
             fd = self._open_for_append()
-            view = memoryview(line)
-            while view:
-                view = view[os.write(fd, view) :]
+            end = self._journal_bytes + len(line)
+            if end > self._file_bytes:
+                self._extend(fd, self._chunks_for(end))
+            _write_at(fd, line, self._journal_bytes)
             os.fdatasync(fd)
             self._check_reachable(fd)
         except OSError as error:
@@ -450,15 +581,27 @@ class JournaledStore:
         fd = os.open(self.journal_path, os.O_WRONLY | os.O_CLOEXEC)
         try:
             size = os.fstat(fd).st_size
-            if size != self._journal_bytes:  # a torn tail from a crash, or a failed append: cut it off
-                os.ftruncate(fd, self._journal_bytes)
-                os.fsync(fd)
-            os.lseek(fd, 0, os.SEEK_END)
+            if size < self._journal_bytes + self._torn_bytes:
+                raise OSError(f"{self.journal_path} is shorter than when it was read ({size} bytes)")
+            if self._torn_bytes:  # a torn append from a crash: zeros again, durably, before a line goes over it
+                _write_at(fd, bytes(self._torn_bytes), self._journal_bytes)
+                os.fdatasync(fd)
+                self._torn_bytes = 0
         except OSError:
             os.close(fd)
             raise
-        self._fd = fd
+        self._fd, self._file_bytes = fd, size
         return fd
+
+    def _chunks_for(self, used: int) -> int:
+        """The file size that holds ``used`` bytes of lines: whole chunks, with room left after them."""
+        return (used // self.chunk_bytes + 1) * self.chunk_bytes
+
+    def _extend(self, fd: int, size: int) -> None:
+        """Grow the file to ``size`` with written zeros (not holes or unwritten extents), durably, size included."""
+        _write_at(fd, bytes(size - self._file_bytes), self._file_bytes)
+        os.fsync(fd)
+        self._file_bytes = size
 
     @property
     def needs_save(self) -> bool:
@@ -466,6 +609,7 @@ class JournaledStore:
         return not self._appendable
 
     def _close(self) -> None:
+        self._file_bytes = 0
         if self._fd is not None:
             with contextlib.suppress(OSError):
                 os.close(self._fd)
@@ -493,6 +637,13 @@ class JournaledStore:
 
     def is_claimed(self) -> bool:
         return self.base.is_claimed()
+
+
+def _write_at(fd: int, data: bytes, offset: int) -> None:
+    view = memoryview(data)
+    while view:
+        written = os.pwrite(fd, view, offset)
+        view, offset = view[written:], offset + written
 
 
 # -- recovery ---------------------------------------------------------------------------

@@ -49,6 +49,18 @@ def journal_of(path: Path) -> Path:
     return path.with_name(path.name + ".journal")
 
 
+def lines_of(path: Path) -> list[bytes]:
+    """The journal's lines (newlines kept), without its NUL padding."""
+    return journal_of(path).read_bytes().rstrip(b"\0").splitlines(keepends=True)
+
+
+def rewrite(path: Path, lines: list[bytes]) -> None:
+    """The journal with these lines in place of its own, padded with NUL bytes to the size it had."""
+    size = journal_of(path).stat().st_size
+    content = b"".join(lines)
+    journal_of(path).write_bytes(content + bytes(max(0, size - len(content))))
+
+
 def test_the_base_and_its_patches_load_back_as_the_document(path: Path) -> None:
     written(path)
     store = journal.JournaledStore(path)
@@ -74,20 +86,27 @@ def test_appends_continue_after_a_reload_and_a_compaction_empties_the_journal(pa
     assert reloaded.load() == expected_after(3) and reloaded.records == 1
 
 
+@pytest.mark.parametrize("padded", [True, False], ids=["padded", "old-unpadded"])
 @pytest.mark.parametrize("cut", [1, 10, 40, -2])
-def test_a_torn_last_append_is_dropped_and_cut_off_before_the_next(path: Path, cut: int) -> None:
-    """A crash mid-append leaves a prefix of a line that was never acknowledged."""
+def test_a_torn_last_append_is_dropped_and_zeroed_before_the_next(path: Path, cut: int, padded: bool) -> None:
+    """A crash mid-append leaves a prefix of a line never acknowledged, in the padding or at an old file's end."""
     written(path, 2)
+    lines = lines_of(path)
     line = journal.record_line(3, "sha256:" + "0" * 64, CHANGES[2])[0]
-    with journal_of(path).open("ab") as handle:
-        handle.write(line[:cut])
+    if padded:
+        rewrite(path, [*lines, line[:cut]])
+    else:  # a journal from before the padding: the file ends where its writing stopped
+        journal_of(path).write_bytes(b"".join([*lines, line[:cut]]))
     store = journal.JournaledStore(path)
 
     assert store.load() == expected_after(2)
     store.append(CHANGES[2])
     store.close()
     assert journal.JournaledStore(path).load() == expected_after(3)
-    assert journal_of(path).read_bytes().endswith(b"}\n")
+    raw = journal_of(path).read_bytes()
+    content = raw.rstrip(b"\0")
+    assert content.endswith(b"}\n") and len(content.splitlines()) == 4  # the torn bytes are gone, not shifted
+    assert len(raw) % journal.CHUNK_BYTES == 0 and b"\0" not in content
 
 
 def _flip(raw: bytes, bits: list[int]) -> bytes:
@@ -100,10 +119,12 @@ def _flip(raw: bytes, bits: list[int]) -> bytes:
 @settings(max_examples=300, deadline=None)
 @given(bits=st.lists(st.integers(min_value=0), min_size=1, max_size=3))
 def test_flipped_bits_anywhere_in_the_journal_never_yield_wrong_data(tmp_path_factory: Any, bits: list[int]) -> None:
+    """Up to three flipped bits in the lines or the padding after them: corruption, or (flips undone) all of it."""
     path = tmp_path_factory.mktemp("flip") / "state.json"
     written(path)
     raw = journal_of(path).read_bytes()
-    damaged = _flip(raw, bits)
+    reach = len(raw.rstrip(b"\0")) + 3 * journal.TORN_UNIT  # the lines, then sectors of padding
+    damaged = _flip(raw[:reach], bits) + raw[reach:]
     assume(damaged != raw)
     journal_of(path).write_bytes(damaged)
 
@@ -121,6 +142,7 @@ def test_flipped_bits_anywhere_in_the_journal_never_yield_wrong_data(tmp_path_fa
         ("two records swapped", lambda lines: [lines[0], lines[2], lines[1], lines[3]], "seq"),
         ("the header gone", lambda lines: lines[1:], "damaged: fields"),
         ("a record's line end damaged", lambda lines: [*lines[:-1], lines[-1][:-1] + b" "], "line end is damaged"),
+        ("a record's line end zeroed", lambda lines: [*lines[:-1], lines[-1][:-1] + b"\0"], "line end is damaged"),
         ("not UTF-8", lambda lines: [*lines[:-1], b"\xff" + lines[-1]], "not UTF-8"),
         ("a number past the double range", lambda lines: [x.replace(b"e+308", b"e+309") for x in lines], "range"),
         (
@@ -134,8 +156,7 @@ def test_damage_inside_the_journal_is_reported_as_corruption(
     path: Path, name: str, damage: Callable[[list[bytes]], list[bytes]], says: str
 ) -> None:
     written(path)
-    lines = journal_of(path).read_bytes().splitlines(keepends=True)
-    journal_of(path).write_bytes(b"".join(damage(lines)))
+    rewrite(path, damage(lines_of(path)))
 
     with pytest.raises(errors.CheckpointCorruptError, match=says) as caught:
         journal.JournaledStore(path).load()
@@ -278,7 +299,7 @@ def test_recover_check_reports_base_backup_and_journal(path: Path) -> None:
     assert result.status == "valid"
     assert any(line.startswith("journal: valid: generation 1, 3 change(s)") for line in result.actions)
 
-    journal_of(path).write_bytes(journal_of(path).read_bytes()[:-3] + b"}}\n")
+    rewrite(path, [*lines_of(path)[:-1], lines_of(path)[-1][:-3] + b"}}\n"])
     assert journal.recover(path, mode="check").status == "corrupt"
 
 
