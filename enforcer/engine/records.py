@@ -9,7 +9,6 @@ per-pod values are shared between copies and replaced, never mutated, once they 
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -109,21 +108,16 @@ class EngineState:
         - the managers' per-pod maps are copy-on-write (see :meth:`CPUState.copy` and
           :meth:`MemoryState.copy`): a write builds the pod's new map and leaves the shared one alone.
 
-        The counters are copied map by map (their keys and values are immutable; their size does not
-        grow with pods held): ``copy.deepcopy`` of them was half the cost of a copy.
+        The counters are copied map by map (:meth:`AllocationCounters.copy`; their keys and values are
+        immutable, their size does not grow with pods held): ``copy.deepcopy`` of them was half the cost of a copy.
         """
-        counters = self.counters
         return EngineState(
             cpu=self.cpu.copy(),
             memory=self.memory.copy(),
             pods=dict(self.pods),
             pending_resizes=dict(self.pending_resizes),
             infeasible_resizes=dict(self.infeasible_resizes),
-            counters=AllocationCounters(
-                allocations=Counter(counters.allocations),
-                errors=Counter(counters.errors),
-                assignments=Counter(counters.assignments),
-            ),
+            counters=self.counters.copy(),
             sequence=self.sequence,
             used=dict(self.used),
         )

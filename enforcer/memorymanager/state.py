@@ -37,8 +37,14 @@ ReusableMemory = dict[str, dict[int, dict[str, int]]]
 
 
 def ordered_types(names: Iterable[str]) -> list[str]:
-    """``memory`` first, then hugepages sizes by name: a stable stand-in for Go's random map order."""
-    return sorted(set(names), key=lambda n: (n != MEMORY, n))
+    """``memory`` first, then hugepages sizes by name: a stable stand-in for Go's random map order.
+
+    One type (``memory`` alone, the usual machine) needs no sort: every NUMA node's table is
+    serialised through here on each state write, and the keyed sort is a Python call per name."""
+    unique = set(names)
+    if len(unique) < 2:
+        return list(unique)
+    return sorted(unique, key=lambda n: (n != MEMORY, n))
 
 
 def mask_bits(mask: int) -> tuple[int, ...]:

@@ -141,7 +141,7 @@ class RequestTiming:
             await self.app(scope, receive, send_with_status)
         finally:
             route = getattr(scope.get("route"), "path", "unmatched")
-            self.metrics.request_seconds.labels(method=scope["method"], route=route, status=str(status)).observe(
+            self.metrics.child(self.metrics.request_seconds, scope["method"], route, str(status)).observe(
                 time.perf_counter() - started
             )
 

@@ -218,7 +218,7 @@ class NodeService:
         try:
             yield
         finally:
-            self.metrics.decision_seconds.labels(operation=operation).observe(time.perf_counter() - started)
+            self.metrics.child(self.metrics.decision_seconds, operation).observe(time.perf_counter() - started)
 
     @contextlib.contextmanager
     def _decision(self, operation: str) -> Iterator[None]:
@@ -315,7 +315,10 @@ class NodeService:
                 raise AdmissionRefusedError(
                     decision.reason or "UnexpectedAdmissionError", decision.message or "the node refused the pod"
                 )
-            allocation = self._allocation(engine, pod.uid, view=decision.view)
+            # a new pod's view carries the hash its record was just given from this very pod (the answer's
+            # hash, computed once); a retry's record may come from disk, so its hash is recomputed as before
+            spec_hash = None if existed or decision.view is None else decision.view.spec_hash
+            allocation = self._allocation(engine, pod.uid, view=decision.view, spec_hash=spec_hash)
             # a retry is answered only once the original allocation is durable too
             seq = self._group.last if existed else self._changed(pod.uid)
             return _Allocated(seq, existed, allocation, default_changed=engine.default_cpus() != default_before)
@@ -377,7 +380,7 @@ class NodeService:
             return _Released(seq, result, resized)
 
     def _released(self, uid: str, released: _Released, cause: ReleaseCause) -> models.ReleaseResult:
-        self.metrics.releases.labels(cause=cause).inc()
+        self.metrics.child(self.metrics.releases, cause).inc()
         log.info("pod released", extra={"pod_uid": uid, "cause": cause})
         self.reconciler.forget(uid)
         # freed exclusive CPUs return to the default set: the containers that follow it widen, and the pods
@@ -517,15 +520,19 @@ class NodeService:
             self._runtime.pop(uid, None)
 
     # -- internals -----------------------------------------------------------------------------
-    def _allocation(self, engine: NodeEngine, uid: str, *, view: PodView | None = None) -> models.AllocationStatus:
-        """``view``: the pod's view when the caller has it already (an admission's decision carries it)."""
+    def _allocation(
+        self, engine: NodeEngine, uid: str, *, view: PodView | None = None, spec_hash: str | None = None
+    ) -> models.AllocationStatus:
+        """``view``: the pod's view when the caller has it already (an admission's decision carries it);
+        ``spec_hash``: the record's pod's ``contract.spec_hash`` when the caller knows it (a new admission)."""
         if view is None:
             view = engine.view(uid)
-        record = engine.record(uid)
+        if spec_hash is None:
+            spec_hash = contract.spec_hash(engine.record(uid).pod)
         return wire.allocation(
             view,
             node=self.node_name,
-            spec_hash=contract.spec_hash(record.pod),
+            spec_hash=spec_hash,
             resize=self._resize_status(engine, uid),
             cgroups=self.reconciler.status(uid),
         )

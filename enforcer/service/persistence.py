@@ -155,10 +155,13 @@ class EnginePersistence:
         dirty.update(uid for uid in self._records if uid not in records)
         fragment = engine.snapshot_of(dirty)
         ops: list[dict[str, Any]] = []
+        order = sorted(dirty)
         for path in POD_KEYED:
             written = _at(self._document, path)
             fresh = _at(fragment, path)
-            for uid in sorted(dirty):
+            if not written and not fresh:
+                continue  # nothing to set or delete (most maps are empty on most nodes: resizes, bubbles)
+            for uid in order:
                 value = fresh.get(uid)
                 if value is None:
                     if uid in written:
@@ -209,12 +212,17 @@ _OMITTED: Final = frozenset({("cpu", "entries"), ("cpu", "podEntries"), ("cpu", 
 
 
 def _at(document: Mapping[str, Any], path: tuple[str, ...]) -> Mapping[str, Any]:
+    """The map at ``path`` (empty when a step is missing or not a map).
+
+    The documents are plain ``dict`` values (JSON), so ``type(...) is dict`` is tried before the
+    ``Mapping`` check: an ABC ``isinstance`` is a Python-level call, and this runs twenty times per change.
+    """
     node: Any = document
     for key in path:
-        node = node.get(key) if isinstance(node, Mapping) else None
+        node = node.get(key) if type(node) is dict or isinstance(node, Mapping) else None
         if node is None:
             return {}
-    return node if isinstance(node, Mapping) else {}
+    return node if type(node) is dict or isinstance(node, Mapping) else {}
 
 
 def _resizing(engine: NodeEngine) -> frozenset[str]:

@@ -33,7 +33,9 @@ def _in_body(path: str | None) -> str:
 def pod_resources(raw: Mapping[str, Any], *, pod_level_resources: bool, uid: str | None = None) -> PodResources:
     """The engine's view of ``raw``; ``uid`` fills (or must equal) ``metadata.uid`` when the path names the pod."""
     try:
-        pod = pod_model.parse_pod(raw)
+        # no copy of ``raw``: the parsed Pod (whose ``raw`` it would be) never leaves this function, only
+        # the PodResources built from its fields does
+        pod = pod_model.parse_pod(raw, copy_raw=False)
     except DomainError as err:
         raise InvalidRequestError(err.message, field=_in_body(err.field)) from None
     violations = validation.validate_pod_resources(pod, pod_level_resources=pod_level_resources)
