@@ -5,7 +5,8 @@ compares two things measured side by side in this run on this machine.  The
 kubelet's Go code is not run here: its figures (../shared/bench/README.md,
 ``bench/kubelet_cpu_figures.json``) were recorded on another machine, so they
 are printed marked ``†`` as context and no ratio is formed with them.
-Sections whose dependencies are missing are skipped with a note rather than
+Sections whose dependencies are missing (wrk; root and the loop-device tools for
+``journal-ext4``, the journal appends on a fresh journaled ext4 loop image) are skipped with a note rather than
 failing the whole table.  A new section is one entry in :data:`SECTIONS`: a
 module whose ``table_rows(quick)`` returns rows of :class:`Line`'s fields.
 """
@@ -13,6 +14,7 @@ module whose ``table_rows(quick)`` returns rows of :class:`Line`'s fields.
 from __future__ import annotations
 
 import argparse
+import functools
 import importlib
 import logging
 import os
@@ -23,6 +25,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from bench.ext4_loop import Ext4LoopUnavailable
 from bench.wrk import WrkMissing
 
 
@@ -103,12 +106,26 @@ def engine_lines(quick: bool) -> list[Line]:
     ]
 
 
+def journal_lines(quick: bool) -> list[Line]:
+    from bench import bench_enforcer
+
+    return [Line(**row) for row in bench_enforcer.journal_table_rows("dir", quick=quick)]
+
+
+def journal_ext4_lines(quick: bool) -> list[Line]:
+    from bench import bench_enforcer
+
+    return [Line(**row) for row in bench_enforcer.journal_table_rows("ext4-loop", quick=quick)]
+
+
 SECTIONS: dict[str, str] = {
     "cpu": "cpu_lines",
     "merge": "merge_lines",
     "engine": "engine_lines",
     "hints": "bench.bench_hints",
     "enforcer": "bench.bench_enforcer",
+    "journal": "journal_lines",
+    "journal-ext4": "journal_ext4_lines",
     "webhook": "bench.bench_webhook",
     "binding": "bench.bench_binding",
     "memory": "bench.bench_rss",
@@ -169,14 +186,11 @@ def main(argv: list[str] | None = None) -> int:
         if args.only and name not in args.only:
             continue
         runner: Callable[[bool], list[Line]]
-        if "." in target:
-            try:
-                lines += module_lines(target, args.quick)
-            except (ModuleNotFoundError, WrkMissing) as err:
-                notes.append(f"{name}: skipped ({err})")
-            continue
-        runner = globals()[target]
-        lines += runner(args.quick)
+        runner = functools.partial(module_lines, target) if "." in target else globals()[target]
+        try:
+            lines += runner(args.quick)
+        except (ModuleNotFoundError, WrkMissing, Ext4LoopUnavailable) as err:
+            notes.append(f"{name}: skipped ({err})")
     command = " ".join(["python -m bench", *(argv if argv is not None else sys.argv[1:])])
     print(f"command: {command}")
     print(f"machine: {machine_line()}")

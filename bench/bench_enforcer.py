@@ -50,7 +50,11 @@ file grows, so every ``fdatasync`` also commits its size), and *pre-zeroed*,
 disk's, not instructions: besides wall time it counts the block device's write requests, sectors
 and flushes around each append (``/sys/dev/block/M:m/stat``, device-wide), which other processes'
 CPU load does not move.  Whether the growing way pays a journal commit depends on the filesystem
-(ext4 with a journal: yes; see BENCHMARKS.md).
+(ext4 with a journal: yes; see BENCHMARKS.md).  ``--journal-fs ext4-loop`` (root) runs the same
+appends on a freshly made, journaled ext4: a 512 MiB sparse image, ``mkfs.ext4 -q``, loop-mounted
+for the run and removed after it (``bench.ext4_loop``); ``--journal-fs dir`` (default) uses the
+directory's own filesystem.  ``python -m bench`` prints both as the ``journal`` and ``journal-ext4``
+sections (the second skipped, with the reason, when not root).
 
 This module is a measuring tool: it must not be imported by product code or by tests.
 """
@@ -81,6 +85,7 @@ import httpx
 import yaml
 
 from bench import proc
+from bench.ext4_loop import IMAGE_BYTES, Ext4LoopUnavailable, describe, ext4_loop
 from servicekit import certs, tls
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -492,9 +497,25 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--journal-appends", type=int, metavar="N", help="journal append, growing vs pre-zeroed")
     parser.add_argument("--journal-line", type=int, default=1300, metavar="BYTES", help="--journal-appends line size")
     parser.add_argument("--journal-dir", type=Path, help="--journal-appends directory (default: the temp directory)")
+    parser.add_argument(
+        "--journal-fs",
+        choices=JOURNAL_FILESYSTEMS,
+        default="dir",
+        help="--journal-appends on the directory's filesystem, or on a fresh journaled ext4 loop image (root)",
+    )
     args = parser.parse_args(argv)
     if args.journal_appends:
-        return _print_journal(journal_appends(args.journal_appends, line=args.journal_line, directory=args.journal_dir))
+        try:
+            result = journal_appends_on(
+                args.journal_fs, args.journal_appends, line=args.journal_line, directory=args.journal_dir
+            )
+        except Ext4LoopUnavailable as err:
+            print(f"bench_enforcer: --journal-fs ext4-loop: {err}", file=sys.stderr)
+            return 2
+        except KeyboardInterrupt:  # Ctrl-C, or SIGTERM during --journal-fs ext4-loop: cleaned up on the way here
+            print("bench_enforcer: interrupted", file=sys.stderr)
+            return 130
+        return _print_journal(result)
     if args.repost_in_process:
         calls, cpu_ms = repost_in_process()
         print(f"re-sent allocation through the ASGI app: {calls:.0f} function calls, {cpu_ms:.3f} ms CPU per request")
@@ -801,10 +822,64 @@ def journal_appends(appends: int = 1000, *, line: int = 1300, directory: Path | 
         finally:
             os.close(fd)
             store.close()
+        filesystem = describe(Path(workdir))
     return {
         "times": times, "extended": extended, "saves": saves, "line": line_bytes,
-        "requests": requests if device else None, "device": device,
+        "requests": requests if device else None, "device": device, "filesystem": filesystem,
     }  # fmt: skip
+
+
+JOURNAL_FILESYSTEMS = ("dir", "ext4-loop")
+JOURNAL_APPENDS, QUICK_JOURNAL_APPENDS = 1000, 200  # each way, for ``python -m bench`` [--quick]
+
+
+def journal_appends_on(
+    filesystem: str, appends: int, *, line: int = 1300, directory: Path | None = None
+) -> dict[str, Any]:
+    """:func:`journal_appends` in ``directory`` (``dir``) or on a fresh ext4 loop image under it (``ext4-loop``)."""
+    if filesystem == "dir":
+        result = journal_appends(appends, line=line, directory=directory)
+        result["where"] = str(directory or tempfile.gettempdir())
+        return result
+    if filesystem != "ext4-loop":
+        raise ValueError(f"unknown journal filesystem {filesystem!r}, not one of {JOURNAL_FILESYSTEMS}")
+    with ext4_loop(directory) as mountpoint:
+        result = journal_appends(appends, line=line, directory=mountpoint)
+    result["where"] = f"fresh {IMAGE_BYTES >> 20} MiB loop image"
+    return result
+
+
+def journal_rows(result: dict[str, Any]) -> list[dict[str, str]]:
+    """Two lines for ``python -m bench``: growing and pre-zeroed appends, with device requests per append."""
+    times, requests = result["times"], result["requests"]
+    medians = {kind: statistics.median(samples) for kind, samples in times.items()}
+
+    def devices(kind: str) -> str:
+        if requests is None:
+            return "no block device to count"
+        writes, sectors, flushes = (count / len(times[kind]) for count in requests[kind])
+        return f"{flushes:.2f} flushes, {writes:.2f} writes, {sectors:.1f} sectors per append"
+
+    rows = []
+    for kind, how in (("growing", "write at the end"), ("pre-zeroed", "JournaledStore.append")):
+        samples = times[kind]
+        rows.append(
+            {
+                "section": "journal append + fdatasync",
+                "case": f"{result['where']} ({result['filesystem']}): {kind} ({how}), {len(samples)} x "
+                f"{result['line']} B",
+                "ours": f"{medians[kind]:.2f} ms (p99 {_percentile(samples, 0.99):.2f} ms)",
+                "reference": "-" if kind == "growing" else f"growing {medians['growing']:.2f} ms",
+                "ratio": "-" if kind == "growing" else f"{medians[kind] / medians['growing']:.2f}x",
+                "check": devices(kind),
+            }
+        )
+    return rows
+
+
+def journal_table_rows(filesystem: str, *, quick: bool = False) -> list[dict[str, str]]:
+    """The ``journal`` (``dir``: the temp directory, where the bench keeps its state) and ``journal-ext4`` rows."""
+    return journal_rows(journal_appends_on(filesystem, QUICK_JOURNAL_APPENDS if quick else JOURNAL_APPENDS))
 
 
 def _block_device_stat(directory: Path) -> Path | None:
@@ -829,6 +904,7 @@ def _percentile(samples: list[float], fraction: float) -> float:
 
 def _print_journal(result: dict[str, Any]) -> int:
     times, extended = result["times"], result["extended"]
+    print(f"filesystem: {result['where']}: {result['filesystem']}")
     print(f"journal append of a {result['line']}-byte line, wall ms (after {WARMUP} warm-up appends each)")
     print(f"{'':<12} {'appends':>8} {'mean':>8} {'p50':>8} {'p90':>8} {'p99':>8} {'max':>8}")
     for kind, samples in times.items():

@@ -4,13 +4,17 @@ Smoke only: real processes (webhook, echo, enforcer, wrk, the load process)
 with tiny efforts, checking the shape of the rows and that no measured request
 failed.  No figure is asserted: speed is measured in ``bench/``, never here.
 The webhook smoke test needs wrk (``scripts/install-bench-tools.sh``) and is
-skipped without it.  The ``--quick`` runs take about a minute each and are
-marked slow.
+skipped without it; the journal rows on a loop-mounted ext4 need root and the
+loop-device tools, and are skipped without them (what a non-root run does
+instead, a note or a message and exit status 2, is tested everywhere).  The
+``--quick`` runs take about a minute each and are marked slow.
 """
 
 from __future__ import annotations
 
+import os
 import shutil
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -22,7 +26,8 @@ ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:  # bench/ is a directory of measuring scripts, not an installed package
     sys.path.insert(0, str(ROOT))
 
-from bench import bench_binding, bench_rss, bench_webhook, wrk  # noqa: E402
+from bench import __main__ as bench_main  # noqa: E402
+from bench import bench_binding, bench_enforcer, bench_rss, bench_webhook, ext4_loop, wrk  # noqa: E402
 from bench.__main__ import Line  # noqa: E402
 
 ROW_KEYS = {"section", "case", "ours", "reference", "ratio", "check"}
@@ -113,3 +118,122 @@ def test_the_instruction_counter_counts_a_positive_number_per_review() -> None:
     from bench import webhook_instructions
 
     assert webhook_instructions.per_review(ROOT, "echo", "replicas", 20) > 0
+
+
+TINY_JOURNAL = 20  # appends each way, after the warm-up
+
+needs_loop = pytest.mark.skipif(
+    ext4_loop.unavailable_reason() is not None, reason=f"ext4 loop image: {ext4_loop.unavailable_reason()}"
+)
+
+
+def test_journal_rows_on_the_state_directory_filesystem_for_a_tiny_run(tmp_path: Path) -> None:
+    result = bench_enforcer.journal_appends_on("dir", TINY_JOURNAL, directory=tmp_path)
+    rows = bench_enforcer.journal_rows(result)
+    assert_well_formed(rows)
+    assert [row["case"].split(": ")[-1].split(" (")[0] for row in rows] == ["growing", "pre-zeroed"]
+    assert all(row["case"].startswith(f"{tmp_path} (") for row in rows)
+    assert {len(samples) for samples in result["times"].values()} == {TINY_JOURNAL}
+    assert list(tmp_path.iterdir()) == []  # its working directory went with it
+
+
+def attached_to(device: str) -> str | None:
+    """What the loop device is backed by now (None when detached), without the `` (deleted)`` of a deleted file."""
+    backing = Path(f"/sys/block/{Path(device).name}/loop/backing_file")
+    return backing.read_text().strip().removesuffix(" (deleted)") if backing.exists() else None
+
+
+def left_under(directory: Path) -> list[str]:
+    """Loop devices (``losetup -a``) and mounts (``/proc/self/mounts``) naming a path under ``directory``."""
+    losetup = subprocess.run(["losetup", "-a"], capture_output=True, text=True, check=True).stdout.splitlines()
+    mounts = Path("/proc/self/mounts").read_text().splitlines()
+    return [row for row in losetup + mounts if str(directory) in row]
+
+
+def assert_gone(mountpoint: Path, device: str, image: Path) -> None:
+    assert not os.path.ismount(mountpoint)
+    assert attached_to(device) != str(image)
+    assert left_under(image.parent.parent) == []
+    assert not mountpoint.parent.exists()
+
+
+@needs_loop
+def test_journal_rows_on_a_journaled_ext4_loop_image_for_a_tiny_run(tmp_path: Path) -> None:
+    result = bench_enforcer.journal_appends_on("ext4-loop", TINY_JOURNAL, directory=tmp_path)
+    rows = bench_enforcer.journal_rows(result)
+    assert_well_formed(rows)
+    assert result["filesystem"].startswith("ext4 on loop") and result["filesystem"].endswith(", with a journal")
+    # the loop device is this run's alone, so its flush count is exact: what the pre-zeroed journal is for
+    flushes = {kind: counts[2] for kind, counts in result["requests"].items()}
+    assert flushes["pre-zeroed"] < flushes["growing"], flushes
+    assert left_under(tmp_path) == []  # unmounted and detached
+    assert list(tmp_path.iterdir()) == []  # image and directories deleted
+
+
+@needs_loop
+@pytest.mark.parametrize("how", ["ctrl-c", "sigterm", "error"])
+def test_the_loop_image_is_removed_however_the_run_ends(tmp_path: Path, how: str) -> None:
+    previous = signal.getsignal(signal.SIGTERM)
+    seen: list[tuple[Path, str, Path]] = []
+    with pytest.raises(KeyboardInterrupt if how != "error" else OSError), ext4_loop.ext4_loop(tmp_path) as mountpoint:
+        image = mountpoint.parent / "ext4.img"
+        (device,) = ext4_loop.loop_devices_of(image)
+        assert os.path.ismount(mountpoint) and attached_to(device) == str(image)
+        seen.append((mountpoint, device, image))
+        (mountpoint / "written").write_bytes(b"x")
+        if how == "ctrl-c":
+            raise KeyboardInterrupt
+        if how == "sigterm":
+            os.kill(os.getpid(), signal.SIGTERM)  # the handler raises in this thread before kill returns
+        raise OSError("the benchmark failed")
+    (gone,) = seen
+    assert_gone(*gone)
+    assert signal.getsignal(signal.SIGTERM) is previous
+
+
+@needs_loop
+def test_an_interrupt_right_after_attaching_still_detaches(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Ctrl-C as losetup returns, before the bench has the device's name: found again by its backing file
+    attached: list[tuple[str, str]] = []
+    run = ext4_loop._run
+
+    def interrupted(command: list[str]) -> str:
+        out = run(command)
+        if command[0] == "losetup":
+            attached.append((out.strip(), command[-1]))
+            raise KeyboardInterrupt
+        return out
+
+    monkeypatch.setattr(ext4_loop, "_run", interrupted)
+    with pytest.raises(KeyboardInterrupt), ext4_loop.ext4_loop(tmp_path):
+        pytest.fail("entered although the set-up was interrupted")
+    ((device, image),) = attached
+    assert attached_to(device) != image
+    assert left_under(tmp_path) == []
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_without_root_the_loop_run_says_why_and_exits_non_zero(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setattr(os, "geteuid", lambda: 1000)
+    status = bench_enforcer.main(["--journal-appends", "5", "--journal-fs", "ext4-loop"])
+    assert status == 2
+    assert "needs root" in capsys.readouterr().err
+    assert bench_main.main(["--only", "journal-ext4"]) == 0
+    assert "note: journal-ext4: skipped (needs root (losetup and mount))" in capsys.readouterr().out
+
+
+def test_a_missing_tool_is_named(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    which = shutil.which
+    monkeypatch.setattr(os, "geteuid", lambda: 0)
+    monkeypatch.setattr(shutil, "which", lambda tool: None if tool == "mkfs.ext4" else which(tool))
+    assert bench_enforcer.main(["--journal-appends", "5", "--journal-fs", "ext4-loop"]) == 2
+    assert "missing mkfs.ext4" in capsys.readouterr().err
+
+
+def test_the_one_table_prints_the_journal_rows(capsys: pytest.CaptureFixture[str]) -> None:
+    assert bench_main.main(["--quick", "--only", "journal"]) == 0
+    out = capsys.readouterr().out
+    rows = [row for row in out.splitlines() if row.startswith("| journal append")]
+    assert len(rows) == 2 and f"{bench_enforcer.QUICK_JOURNAL_APPENDS} x" in rows[0], out
