@@ -468,7 +468,12 @@ def dry_run_cpu(*, nodes: int = 100, shapes: int = 8, passes: int = 3) -> float:
     figures = []
     for index in range(passes):
         cluster, rng = prefilled(nodes, 300, 11 + index)
-        pods = [pod for raw in workloads(rng, shapes) if (pod := prepared_pod(parse_pod(raw), gate=True)) is not None]
+        # one candidate per workload dry-run on every node, as Extender.answers does for a call
+        pods = [
+            engine_adapter.candidate(pod)
+            for raw in workloads(rng, shapes)
+            if (pod := prepared_pod(parse_pod(raw), gate=True)) is not None
+        ]
         engines = [replica.engine for replica in (cluster.store.view(n).replica for n in cluster.names) if replica]
         started = time.process_time()
         for pod in pods:

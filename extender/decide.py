@@ -132,7 +132,7 @@ class Extender:
         self._twins: dict[str, NodeEngine] = {}  # config_key -> an empty engine of that machine and configuration
         self._seen: set[str] = set()
         # per PodLevelResources gate value, the pod shapes asked about lately (shape -> the pod as that
-        # gate reads it), most recent last, for prepare()
+        # gate reads it, as its dry-run candidate), most recent last, for prepare()
         self._recent: dict[bool, OrderedDict[str, PodResources]] = {True: OrderedDict(), False: OrderedDict()}
         self._recent_lock = threading.Lock()
         store.prepare = self.prepare  # new replicas arrive with the recent shapes answered
@@ -162,13 +162,16 @@ class Extender:
         if all(resources is None for resources in converted.values()):
             return {name: NodeAnswer("no_alignment_needed") for name in args.node_names}
         shapes = {gate: engine_adapter.pod_shape(r) for gate, r in converted.items() if r is not None}
-        self._remember(converted, shapes)
+        # one candidate object per gate, dry-run on every node: what the engine derives from the pod
+        # alone is then computed once per call (PodResources.memo), not once per node
+        candidates = {gate: engine_adapter.candidate(r) for gate, r in converted.items() if r is not None}
+        self._remember(candidates, shapes)
         with self._lock:
             self._learn(args.node_names)
             result: dict[str, NodeAnswer] = {}
             for name, fresh in zip(args.node_names, self.store.fresh(args.node_names), strict=True):
                 if name not in result:
-                    result[name] = self._answer(name, fresh, converted, shapes)
+                    result[name] = self._answer(name, fresh, converted, shapes, candidates)
             return result
 
     def _answer(
@@ -177,12 +180,13 @@ class Extender:
         replica: NodeReplica | None,
         converted: dict[bool, PodResources | None],
         shapes: dict[bool, str],
+        candidates: dict[bool, PodResources],
     ) -> NodeAnswer:
         """The node's answer; ``replica`` is its replica when fresh (None: not fresh, or none)."""
         if self.directory.url_for(name) is None:
             return NodeAnswer("no_opinion", "node is not enforced by numaguard")
         if replica is None:
-            return self._not_fresh(self.store.view(name), converted, shapes)
+            return self._not_fresh(self.store.view(name), converted, shapes, candidates)
         # the common case, a fresh replica: the same checks as _not_fresh, freshness known
         resources = converted[replica.gate]
         if resources is None or resources.uid in replica.engine.state.pods:
@@ -190,14 +194,19 @@ class Extender:
         shape = shapes[replica.gate]
         found = replica.answers.get(shape)
         if found is None:
-            found = self._unresolvable(replica, resources, shape) or self._cache.get(
-                (replica.state_key, shape), lambda: engine_adapter.dry_run(replica.engine, resources)
+            pod = candidates[replica.gate]
+            found = self._unresolvable(replica, pod, shape) or self._cache.get(
+                (replica.state_key, shape), lambda: engine_adapter.dry_run(replica.engine, pod)
             )
             replica.remember(shape, found)
         return found
 
     def _not_fresh(
-        self, view: ReplicaView, converted: dict[bool, PodResources | None], shapes: dict[bool, str]
+        self,
+        view: ReplicaView,
+        converted: dict[bool, PodResources | None],
+        shapes: dict[bool, str],
+        candidates: dict[bool, PodResources],
     ) -> NodeAnswer:
         replica = view.replica
         if replica is None:
@@ -207,7 +216,8 @@ class Extender:
         resources = converted[replica.gate]
         if resources is None or resources.uid in replica.engine.state.pods:
             return _settled(resources)
-        never = self._unresolvable(replica, resources, shapes[replica.gate])
+        pod = candidates[replica.gate]
+        never = self._unresolvable(replica, pod, shapes[replica.gate])
         if never is not None:
             return never
         if view.freshness == "down":
@@ -217,7 +227,7 @@ class Extender:
         if view.freshness != "fresh":
             return NodeAnswer("no_opinion", "replica is stale")
         return self._cache.get(
-            (replica.state_key, shapes[replica.gate]), lambda: engine_adapter.dry_run(replica.engine, resources)
+            (replica.state_key, shapes[replica.gate]), lambda: engine_adapter.dry_run(replica.engine, pod)
         )
 
     def _unresolvable(self, replica: NodeReplica, resources: PodResources, shape: str) -> NodeAnswer | None:
@@ -242,16 +252,14 @@ class Extender:
             if self._cache.peek(key) is None:
                 self._cache.put(key, known(engine_adapter.dry_run(replica.engine, pod)))
 
-    def _remember(self, converted: dict[bool, PodResources | None], shapes: dict[bool, str]) -> None:
+    def _remember(self, candidates: dict[bool, PodResources], shapes: dict[bool, str]) -> None:
         """Note the pod's shape under each gate value; each gate keeps its own :data:`PREPARED_SHAPES`.
 
         (One bound over both gates kept only the last 4 pods' shapes, as a pod has a shape per gate.)"""
         with self._recent_lock:
             for gate, shape in shapes.items():
-                pod = converted[gate]
-                assert pod is not None
                 recent = self._recent[gate]
-                recent[shape] = pod
+                recent[shape] = candidates[gate]  # the call's candidate: prepare() dry-runs it on every new replica
                 recent.move_to_end(shape)
                 while len(recent) > PREPARED_SHAPES:
                     recent.popitem(last=False)

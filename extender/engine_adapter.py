@@ -153,7 +153,11 @@ def pod_shape(pod: PodResources) -> str:
 
 
 def dry_run(engine: NodeEngine, pod: PodResources) -> DryRun:
-    """Admit ``pod`` on a copy of the engine's state and report; the engine is left exactly as it was."""
+    """Admit ``pod`` on a copy of the engine's state and report; the engine is left exactly as it was.
+
+    ``pod`` may be a :func:`candidate` already: then that object is admitted as it is, so what the
+    engine derives from the pod alone (``PodResources.memo``) is computed once for all the nodes it is
+    dry-run on, not once per node."""
     candidate = _as_candidate(pod)
     trial = engine.trial(candidate)
     decision = trial.decision
@@ -231,7 +235,15 @@ def _layout(engine: NodeEngine) -> _Layout:
     return layout
 
 
+def candidate(pod: PodResources) -> PodResources:
+    """The pod as a dry run admits it (under :data:`DRY_RUN_UID`): build it once per pod and dry-run it
+    on every node (:func:`dry_run` admits the same answer for the pod and for its candidate)."""
+    return _as_candidate(pod)
+
+
 def _as_candidate(pod: PodResources) -> PodResources:
+    if pod.uid == DRY_RUN_UID:
+        return pod  # a candidate already (real uids are RFC 4122 UUIDs)
     return PodResources(
         uid=DRY_RUN_UID,
         namespace=pod.namespace,

@@ -58,7 +58,10 @@ def annotation_patch_path(key: str) -> str:
 def spec_hash(pod: PodResources) -> str:
     """A short stable digest of what an allocation depends on: every container's
     role and (defaulted) requests/limits, and the pod-level stanza.  Names,
-    images and everything else do not change it."""
+    images and everything else do not change it (kept in ``pod.memo``: the pod is a value)."""
+    found = pod.memo.get("spec_hash")
+    if found is not None:
+        return str(found)
     doc = {
         "containers": [
             [c.name, c.kind, sorted(c.resources.requests.items()), sorted(c.resources.limits.items())]
@@ -67,7 +70,8 @@ def spec_hash(pod: PodResources) -> str:
         "pod": None if pod.pod is None else [sorted(pod.pod.requests.items()), sorted(pod.pod.limits.items())],
     }
     text = json.dumps(doc, separators=(",", ":"), sort_keys=True)
-    return hashlib.sha256(text.encode()).hexdigest()[:16]
+    digest = pod.memo["spec_hash"] = hashlib.sha256(text.encode()).hexdigest()[:16]
+    return digest
 
 
 def _canonical_cpuset(value: str) -> str:

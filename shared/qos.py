@@ -127,6 +127,16 @@ def effective_pod_requests(
 
     ``include_overhead`` adds ``spec.overhead`` (R3.6); the resource managers leave it out.
     """
+    key = ("effective_pod_requests", pod_level_resources_gate, include_overhead)
+    found = pod.memo.get(key)
+    if found is None:
+        found = pod.memo[key] = tuple(_effective_pod_requests(pod, pod_level_resources_gate, include_overhead).items())
+    return dict(found)  # a new dict per call, as before: callers may change theirs
+
+
+def _effective_pod_requests(
+    pod: PodResources, pod_level_resources_gate: bool, include_overhead: bool
+) -> dict[str, int]:
     result = aggregate_container_requests(pod)
     if pod_level_resources_gate and pod.pod_level_requests_set and pod.pod is not None:
         result.update((n, v) for n, v in pod.pod.requests.items() if is_supported_pod_level_resource(n))
@@ -143,6 +153,14 @@ def effective_pod_limits(
 
     ``include_overhead`` adds ``spec.overhead`` only to limits that are already non-zero (R3.6).
     """
+    key = ("effective_pod_limits", pod_level_resources_gate, include_overhead)
+    found = pod.memo.get(key)
+    if found is None:
+        found = pod.memo[key] = tuple(_effective_pod_limits(pod, pod_level_resources_gate, include_overhead).items())
+    return dict(found)  # a new dict per call, as before: callers may change theirs
+
+
+def _effective_pod_limits(pod: PodResources, pod_level_resources_gate: bool, include_overhead: bool) -> dict[str, int]:
     result = aggregate_container_limits(pod)
     if pod_level_resources_gate and pod.pod_level_resources_set and pod.pod is not None:
         result.update((n, v) for n, v in pod.pod.limits.items() if is_supported_pod_level_resource(n))

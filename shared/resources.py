@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Literal, TypeVar
+from typing import Any, Literal, TypeVar
 
 from shared import quantity
 
@@ -160,6 +160,14 @@ class PodResources:
     qos_class: QOSClass | None = None
     priority: int = 0
     overhead: Mapping[str, int] = field(default_factory=dict)
+    memo: dict[object, Any] = field(default_factory=dict, init=False, repr=False, compare=False)
+    """Values derived from this pod alone by pure functions of it (:attr:`pod_level_resources_set`,
+    :func:`shared.contract.spec_hash`, ``qos.effective_pod_requests`` / ``_limits``, the memory
+    manager's requests), computed once per object, keyed by the function and its other arguments.
+    Why: the scheduler extender dry-runs one pod object on every node of a call, and these were
+    recomputed per node, tens of times per dry run.  Only immutable values are kept (bools, strings,
+    tuples of items; a function returning a dict returns a new one per call), as a pod is a value
+    nobody changes once built; not compared, not printed, and a ``dataclasses.replace`` copy starts empty."""
 
     @property
     def key(self) -> str:
@@ -180,8 +188,13 @@ class PodResources:
     @property
     def pod_level_resources_set(self) -> bool:
         """``IsPodLevelResourcesSet``: ``spec.resources`` names a supported resource (R1.2)."""
-        pod = self.pod
-        return pod is not None and (names_pod_level_resource(pod.requests) or names_pod_level_resource(pod.limits))
+        found = self.memo.get("pod_level_resources_set")
+        if found is None:
+            pod = self.pod
+            found = self.memo["pod_level_resources_set"] = pod is not None and (
+                names_pod_level_resource(pod.requests) or names_pod_level_resource(pod.limits)
+            )
+        return bool(found)
 
     @property
     def pod_level_requests_set(self) -> bool:

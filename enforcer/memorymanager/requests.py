@@ -24,12 +24,23 @@ Requests = dict[str, int]
 
 
 def container_requests(pod: PodResources, container: ContainerResources, gates: FeatureGates) -> Requests:
-    """R3.2 / R2.3: the container's ``memory`` and ``hugepages-*`` requests, in bytes.
+    """R3.2 / R2.3: the container's ``memory`` and ``hugepages-*`` requests, in bytes (a new dict per call).
 
     Under pod-level resources only a Guaranteed-equivalent container asks for
     anything; the others live in the pod (or node) shared pool.  Like upstream,
-    only the PodLevelResourceManagers gate is consulted here.
+    only the PodLevelResourceManagers gate is consulted here.  Kept in ``pod.memo``
+    for the container object it was computed for.
     """
+    key = ("memory.container_requests", container.name, gates.pod_level_resource_managers)
+    found = pod.memo.get(key)
+    if found is not None and found[0] is container:
+        return dict(found[1])
+    result = _container_requests(pod, container, gates)
+    pod.memo[key] = (container, tuple(result.items()))
+    return result
+
+
+def _container_requests(pod: PodResources, container: ContainerResources, gates: FeatureGates) -> Requests:
     if not pod_level.may_be_exclusive(pod, container, pod_level_resource_managers=gates.pod_level_resource_managers):
         return {}
     requests = container.resources.requests
@@ -42,8 +53,17 @@ def pod_requests(pod: PodResources, gates: FeatureGates) -> Requests:
     With pod-level resources: the pod-level requests for memory and hugepages
     that are > 0.  Otherwise the sidecar-aware aggregate
     ``max(max over regular init of (sidecars so far + own), sum(app) + sum(sidecars))``.
-    As upstream, only types some app container requests appear in the aggregate.
+    As upstream, only types some app container requests appear in the aggregate.  A new dict per call
+    (the value is kept in ``pod.memo``).
     """
+    key = ("memory.pod_requests", gates.pod_level_resource_managers)
+    found = pod.memo.get(key)
+    if found is None:
+        found = pod.memo[key] = tuple(_pod_requests(pod, gates).items())
+    return dict(found)
+
+
+def _pod_requests(pod: PodResources, gates: FeatureGates) -> Requests:
     if gates.pod_level_resource_managers and pod.pod_level_resources_set and pod.pod is not None:
         plr = pod.pod.requests
         return {n: plr[n] for n in ordered_types(plr) if is_memory_resource(n) and plr[n] > 0}
