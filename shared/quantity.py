@@ -133,9 +133,24 @@ class _Invalid:
     detail: str = ""
 
 
+# A whole number needs no Decimal arithmetic: with at most this many digits it times any suffix stays exact within
+# _CTX's 80 digits (2**60 and 10**18 have 19), so the integer product is the value the general path computes.
+_MAX_WHOLE_DIGITS = 40
+_WHOLE_SCALES: dict[str, tuple[int, Format]] = {
+    **{suffix: (1 << power, "BinarySI") for suffix, power in _BINARY.items()},
+    **{suffix: (10**power, "DecimalSI") for suffix, power in _DECIMAL.items() if power >= 0},
+}
+
+
 @functools.lru_cache(maxsize=PARSE_CACHE_SIZE)
 def _parse_text(text: str) -> Quantity | _Invalid:
     """The pure string -> value step of :func:`parse`; safe to share because Quantity and Decimal are immutable."""
+    whole = _whole_quantity(text)
+    return whole if whole is not None else _parse_general(text)
+
+
+def _parse_general(text: str) -> Quantity | _Invalid:
+    """Any text: the shape, then the suffix, then exact Decimal arithmetic."""
     match = _SHAPE.fullmatch(text)
     if match is None:
         return _Invalid()
@@ -167,6 +182,26 @@ def _parse_text(text: str) -> Quantity | _Invalid:
     return Quantity(value=value, format=fmt)
 
 
+def _whole_quantity(text: str) -> Quantity | None:
+    """``12Gi``, ``8``, ``-3k``: a whole number and a suffix that does not divide it, parsed with integers; else None.
+
+    The same value (and exponent: 0) and format as the general path of :func:`_parse_text`, which takes every
+    other text (fractions, exponents, milli and smaller suffixes, non-ASCII digits, errors).
+    """
+    suffix = text[-2:] if text[-2:] in _BINARY else ("" if text[-1:].isdigit() else text[-1:])
+    scale = _WHOLE_SCALES.get(suffix)
+    if scale is None:
+        return None
+    number = text[: len(text) - len(suffix)]
+    negative = number[:1] == "-"
+    if number[:1] in ("+", "-"):
+        number = number[1:]
+    if not (number.isascii() and number.isdigit()) or len(number) > _MAX_WHOLE_DIGITS:
+        return None
+    value = int(number) * scale[0]
+    return Quantity(value=Decimal(-value if negative else value), format=scale[1])
+
+
 def cpu_millis(text: object, *, field: str | None = None) -> int:
     """CPU quantity to millicores, rounding up as the API server does."""
     return parse(text, field=field).milli()
@@ -191,7 +226,9 @@ def format_millicores(millis: int) -> str:
 @functools.lru_cache(maxsize=PARSE_CACHE_SIZE)
 def format_bytes(count: int) -> str:
     """Canonical memory quantity for a byte count (binary suffixes where exact)."""
-    return format_quantity(Decimal(count), "BinarySI")
+    if -1024 < count < 1024:  # written in decimal (format_quantity's rule): the Decimal path
+        return format_quantity(Decimal(count), "BinarySI")
+    return _binary_text(count)
 
 
 def human_bytes(count: int) -> str:
@@ -215,12 +252,7 @@ def format_quantity(value: Decimal, fmt: Format) -> str:
         if -1024 < value < 1024 or value != value.to_integral_value():
             fmt = "DecimalSI"
         else:
-            number = int(value)
-            power = 0
-            while power < 60 and number % 1024 == 0:
-                number //= 1024
-                power += 10
-            return f"{number}{_BINARY_BY_EXP.get(power, '')}"
+            return _binary_text(int(value))
     mantissa, exponent = _canonical_decimal(value)
     suffix: str | None
     if fmt == "DecimalExponent":
@@ -230,6 +262,15 @@ def format_quantity(value: Decimal, fmt: Format) -> str:
         if suffix is None:  # beyond Exa or below nano: fall back to an exponent
             suffix = f"e{exponent}"
     return f"{mantissa}{suffix}"
+
+
+def _binary_text(number: int) -> str:
+    """A whole number of at least 1024 in magnitude in BinarySI: the largest binary suffix that divides it."""
+    power = 0
+    while power < 60 and number % 1024 == 0:
+        number //= 1024
+        power += 10
+    return f"{number}{_BINARY_BY_EXP.get(power, '')}"
 
 
 def _decimal_suffix(exponent: int) -> str | None:

@@ -30,9 +30,9 @@ class Operation:
 
     op: OpName
     path: str
-    value: Any = None
+    value: compact_json.Plain = None  # what annotations hold: strings, and maps of them
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> compact_json.PlainObject:
         if self.op == "remove":
             return {"op": "remove", "path": self.path}
         return {"op": self.op, "path": self.path, "value": self.value}
@@ -56,7 +56,7 @@ def map_entry_ops(parent: Sequence[str], current: object, desired: Mapping[str, 
     the object carries it (``None`` or a non-map when absent); ops come out in
     key order so equal inputs give byte-equal patches.
     """
-    wanted = {k: v for k, v in sorted(desired.items()) if v is not None}
+    wanted: compact_json.PlainObject = {k: v for k, v in sorted(desired.items()) if v is not None}
     if not isinstance(current, Mapping):
         return [Operation("add", pointer(*parent), wanted)] if wanted else []
     ops: list[Operation] = []
@@ -77,13 +77,13 @@ def annotation_ops(obj: Mapping[str, Any], desired: Mapping[str, str | None]) ->
     """Operations that give ``obj`` (a Pod, a Binding) the ``desired`` annotations; ``[]`` when it already has them."""
     metadata = obj.get("metadata")
     if not isinstance(metadata, Mapping):
-        wanted = {k: v for k, v in sorted(desired.items()) if v is not None}
+        wanted: compact_json.PlainObject = {k: v for k, v in sorted(desired.items()) if v is not None}
         return [Operation("add", "/metadata", {"annotations": wanted})] if wanted else []
     return map_entry_ops(("metadata", "annotations"), metadata.get("annotations"), desired)
 
 
 def to_json(ops: Sequence[Operation]) -> bytes:
-    return compact_json.dumps([op.to_json() for op in ops]).encode("utf-8")
+    return compact_json.dumps_plain([op.to_json() for op in ops]).encode("utf-8")
 
 
 def encode(ops: Sequence[Operation]) -> str:

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Literal
 
 from shared import contract, pod_level, qos, quantity
 from shared.resources import CPU, MEMORY, ContainerKind, PodResources, QOSClass
@@ -76,8 +76,8 @@ class ContainerPlan:
     exclusive_cpus: int = 0
     exclusive_memory_bytes: int = 0
 
-    def to_json(self) -> dict[str, Any]:
-        doc: dict[str, Any] = {"kind": self.kind, "cpu": self.cpu_assignment}
+    def to_json(self) -> compact_json.PlainObject:
+        doc: compact_json.PlainObject = {"kind": self.kind, "cpu": self.cpu_assignment}
         if self.exclusive_cpus:
             doc["exclusiveCPUs"] = self.exclusive_cpus
         doc["memory"] = self.memory_assignment
@@ -95,8 +95,8 @@ class Alignment:
     container: str | None = None  # None: the whole pod
     numa_nodes: int | None = None  # None: NUMA node size not configured
 
-    def to_json(self) -> dict[str, Any]:
-        doc: dict[str, Any] = {"cpus": self.cpus, "memory": quantity.format_bytes(self.memory_bytes)}
+    def to_json(self) -> compact_json.PlainObject:
+        doc: compact_json.PlainObject = {"cpus": self.cpus, "memory": quantity.format_bytes(self.memory_bytes)}
         if self.container is not None:
             doc["container"] = self.container
         doc["numaNodes"] = self.numa_nodes
@@ -110,7 +110,7 @@ class SharedPool:
     cpus: int
     memory_bytes: int
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> compact_json.PlainObject:
         return {"cpus": self.cpus, "memory": quantity.format_bytes(self.memory_bytes)}
 
 
@@ -133,7 +133,7 @@ class Plan:
                 return c
         raise KeyError(name)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> compact_json.PlainObject:
         return {
             "scope": self.scope,
             "qosClass": self.qos_class,
@@ -143,7 +143,7 @@ class Plan:
         }
 
     def annotation_value(self) -> str:
-        return compact_json.dumps(self.to_json())
+        return compact_json.dumps_plain(self.to_json())
 
     def annotations(self) -> dict[str, str]:
         return {PLAN_ANNOTATION: self.annotation_value()}

@@ -163,3 +163,40 @@ def test_rounding_up_to_milli_is_what_api_server_defaulting_stores() -> None:
     assert str(quantity.parse("100u").rounded_up_to_milli()) == "1m"
     assert str(quantity.parse("1.0001").rounded_up_to_milli()) == "1001m"
     assert quantity.parse("16Gi").rounded_up_to_milli() == quantity.parse("16Gi")
+
+
+def _same(a: quantity.Quantity | object, b: quantity.Quantity | object) -> bool:
+    """Equal quantities down to the Decimal's digits and exponent (``Decimal('1E+3') == Decimal(1000)``)."""
+    if isinstance(a, quantity.Quantity) and isinstance(b, quantity.Quantity):
+        return a == b and a.value.as_tuple() == b.value.as_tuple()
+    return a == b
+
+
+@given(
+    st.one_of(
+        quantity_texts(),
+        st.builds(
+            lambda sign, digits, suffix: f"{sign}{digits}{suffix}",
+            st.sampled_from(["", "+", "-", "--", "+-"]),
+            st.from_regex(r"[0-9]{0,45}", fullmatch=True),
+            st.sampled_from([*_SUFFIXES, "i", "K", "e", "Mi5", " "]),
+        ),
+        st.text(max_size=8),
+    )
+)
+def test_whole_number_fast_path_parses_as_the_general_path_does(text: str) -> None:
+    whole = quantity._whole_quantity(text)
+    if whole is not None:
+        assert _same(whole, quantity._parse_general(text))
+    assert _same(quantity._parse_text.__wrapped__(text), quantity._parse_general(text))
+
+
+@pytest.mark.parametrize("text", ["12288Mi", "8", "0", "-0", "+5", "-3Ki", "1E", "007Gi", "9" * 40 + "Ei"])
+def test_whole_number_fast_path_takes_the_usual_texts(text: str) -> None:
+    whole = quantity._whole_quantity(text)
+    assert whole is not None and _same(whole, quantity._parse_general(text))
+
+
+@given(st.integers(min_value=-(2**70), max_value=2**70))
+def test_format_bytes_writes_any_byte_count_as_the_decimal_path_does(count: int) -> None:
+    assert quantity.format_bytes.__wrapped__(count) == quantity.format_quantity(Decimal(count), "BinarySI")
