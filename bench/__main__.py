@@ -178,7 +178,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="fewer repetitions (a smoke run, noisier figures)")
     parser.add_argument("--only", choices=sorted(SECTIONS), action="append", help="run only these sections")
     args = parser.parse_args(argv)
+    previous = logging.root.manager.disable
     logging.disable(logging.WARNING)  # the engine warns about max-allowable-numa-nodes > 8 by design here
+    try:
+        return run_sections(args, argv)
+    finally:  # called in-process by the smoke tests: the rest of the test run keeps its logging
+        logging.disable(previous)
+
+
+def run_sections(args: argparse.Namespace, argv: list[str] | None) -> int:
     lines: list[Line] = []
     notes: list[str] = []
     started = f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, {load_line()}"

@@ -12,6 +12,7 @@ instead, a note or a message and exit status 2, is tested everywhere).  The
 
 from __future__ import annotations
 
+import logging
 import os
 import shutil
 import signal
@@ -237,3 +238,4 @@ def test_the_one_table_prints_the_journal_rows(capsys: pytest.CaptureFixture[str
     out = capsys.readouterr().out
     rows = [row for row in out.splitlines() if row.startswith("| journal append")]
     assert len(rows) == 2 and f"{bench_enforcer.QUICK_JOURNAL_APPENDS} x" in rows[0], out
+    assert logging.root.manager.disable == logging.NOTSET  # the tests after this one still see their logs
