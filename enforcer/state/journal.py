@@ -214,23 +214,33 @@ def _checksum(fields: Mapping[str, Any]) -> str:
     return "sha256:" + hashlib.sha256(checkpoint.canonical_json(fields)).hexdigest()
 
 
-def _line(fields: dict[str, Any]) -> tuple[bytes, str]:
-    """A line whose ``checksum`` covers every other field (the line itself is canonical JSON), and that checksum."""
-    checksum = _checksum(fields)
-    return checkpoint.canonical_json({**fields, "checksum": checksum}) + b"\n", checksum
+def _line(fields: dict[str, Any]) -> tuple[bytes, str, bytes]:
+    """A line whose ``checksum`` covers every other field (the line itself is canonical JSON), that checksum,
+    and the canonical JSON of the other fields.
+
+    The line is the canonical JSON of ``{**fields, "checksum": checksum}``, built from the one encoding the
+    checksum needs: canonical JSON sorts keys, and ``"checksum"`` sorts before every other field of a header
+    or a record, so the line is ``{"checksum":"sha256:<hex>",`` then that encoding without its ``{``
+    (``tests/enforcer/state/test_journal_lines.py`` checks it against the two-encoding construction).
+    """
+    canonical = checkpoint.canonical_json(fields)
+    checksum = "sha256:" + hashlib.sha256(canonical).hexdigest()
+    return b'{"checksum":"%s",%s\n' % (checksum.encode("ascii"), canonical[1:]), checksum, canonical
 
 
 def header_line(generation: int) -> tuple[bytes, str]:
-    return _line({"format": FORMAT, "generation": generation, "version": VERSION})
+    line, checksum, _ = _line({"format": FORMAT, "generation": generation, "version": VERSION})
+    return line, checksum
 
 
 def record_line(seq: int, prev: str, ops: Sequence[Mapping[str, Any]], *, path: str = "journal") -> tuple[bytes, str]:
     """Raises CheckpointWriteError for ops that are not plain JSON (tuples, NaN, non-string keys)."""
+    listed = list(ops)
     try:
-        line, checksum = _line({"ops": list(ops), "prev": prev, "seq": seq})
+        line, checksum, canonical = _line({"ops": listed, "prev": prev, "seq": seq})
     except (TypeError, ValueError) as error:
         raise errors.CheckpointWriteError(path, f"cannot journal the change: not plain JSON: {error}") from None
-    if json.loads(line)["ops"] != list(ops):
+    if json.loads(canonical)["ops"] != listed:
         raise errors.CheckpointWriteError(path, "cannot journal the change: it would not load back equal")
     return line, checksum
 
