@@ -240,9 +240,33 @@ def record_line(seq: int, prev: str, ops: Sequence[Mapping[str, Any]], *, path: 
         line, checksum, canonical = _line({"ops": listed, "prev": prev, "seq": seq})
     except (TypeError, ValueError) as error:
         raise errors.CheckpointWriteError(path, f"cannot journal the change: not plain JSON: {error}") from None
-    if json.loads(canonical)["ops"] != listed:
+    if not _plain(listed) and json.loads(canonical)["ops"] != listed:
         raise errors.CheckpointWriteError(path, "cannot journal the change: it would not load back equal")
     return line, checksum
+
+
+_PLAIN_SCALARS: Final = frozenset({str, int, float, bool, type(None)})
+
+
+def _plain(value: Any) -> bool:
+    """Whether ``value`` is made of exactly ``dict`` (``str`` keys), ``list`` and the JSON scalars, no subclasses.
+
+    Such a value loads back equal from its canonical JSON whenever that encoding succeeded (finite floats
+    repr exactly), so :func:`record_line` needs no load-back for it; anything else (a tuple, an ``int`` key,
+    a subclass) still gets the load-back comparison.  A walk costs less than a parse plus a comparison.
+    """
+    kind = type(value)
+    if kind is dict:
+        for key, item in value.items():
+            if type(key) is not str or (type(item) not in _PLAIN_SCALARS and not _plain(item)):
+                return False
+        return True
+    if kind is list:
+        for item in value:  # noqa: SIM110 (a loop: all() over a generator costs a frame per item)
+            if type(item) not in _PLAIN_SCALARS and not _plain(item):
+                return False
+        return True
+    return kind in _PLAIN_SCALARS
 
 
 @dataclass(frozen=True, slots=True)

@@ -8,7 +8,7 @@ import math
 from typing import Any
 
 import pytest
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from enforcer.state import checkpoint, errors, journal
@@ -73,3 +73,61 @@ def test_the_seed_records_are_the_two_encoding_lines() -> None:
 def test_ops_that_are_not_plain_json_are_refused(value: object, why: str) -> None:
     with pytest.raises(errors.CheckpointWriteError, match=why):
         journal.record_line(1, "sha256:" + "0" * 64, [journal.set_op(["pods", "a"], value)])
+
+
+def old_record_line(seq: int, prev: str, ops: list[dict[str, Any]]) -> tuple[bytes, str] | str:
+    """The record line as built before (two encodings, then a load-back of the line), or its refusal's message."""
+    try:
+        line, checksum = two_encodings({"ops": list(ops), "prev": prev, "seq": seq})
+    except (TypeError, ValueError):
+        return "not plain JSON"
+    if json.loads(line)["ops"] != list(ops):
+        return "would not load back equal"
+    return line, checksum
+
+
+class Text(str):
+    pass
+
+
+class Number(int):
+    pass
+
+
+class Listed(list[Any]):
+    pass
+
+
+ANY_KEYS = KEYS | st.integers(-3, 3) | st.builds(Text, KEYS)
+ANY_VALUES = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(max_size=8)
+    | st.builds(Text, st.text(max_size=4))
+    | st.builds(Number, st.integers()),
+    lambda inner: (
+        st.lists(inner, max_size=3)
+        | st.lists(inner, max_size=3).map(tuple)
+        | st.lists(inner, max_size=3).map(Listed)
+        | st.dictionaries(KEYS, inner, max_size=3)
+        | st.dictionaries(ANY_KEYS, inner, max_size=3)
+    ),
+    max_leaves=15,
+)
+
+
+@given(values=st.lists(ANY_VALUES, max_size=3))
+@example(values=[{"a": [1, (2,)]}])
+@example(values=[[{1: "x"}]])
+@example(values=[Listed([Text("t"), Number(2)])])
+def test_the_walk_that_skips_the_load_back_refuses_and_accepts_what_the_load_back_did(values: list[Any]) -> None:
+    """Plain values skip the load-back; tuples, int keys and subclasses still get it: same lines, same refusals."""
+    ops = [journal.set_op(["pods", str(i)], value) for i, value in enumerate(values)]
+    expected = old_record_line(3, "sha256:" + "0" * 64, ops)
+    try:
+        actual: tuple[bytes, str] | str = journal.record_line(3, "sha256:" + "0" * 64, ops)
+    except errors.CheckpointWriteError as error:
+        actual = "would not load back equal" if "load back equal" in error.message else "not plain JSON"
+    assert actual == expected
