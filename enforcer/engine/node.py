@@ -458,18 +458,19 @@ class NodeEngine:
             **_state_document(self._state),
         }
 
-    def snapshot_of(self, uids: Collection[str]) -> dict[str, Any]:
+    def snapshot_of(self, uids: Collection[str], *, numa_nodes: Collection[int] | None = None) -> dict[str, Any]:
         """The parts of :meth:`snapshot` that belong to ``uids`` plus the node-wide values, without the rest.
 
         Every per-pod entry equals the one the full snapshot holds (the same serialisers run on the
         managers' states restricted to these pods): the journal appends this as one change's patch.
+        ``numa_nodes``: only these NUMA nodes' memory tables (``memory.machineState``; all when ``None``).
         """
         s = self._state
         wanted = set(uids)
         return _state_document(
             EngineState(
                 cpu=s.cpu.restricted_to(wanted),
-                memory=s.memory.restricted_to(wanted),
+                memory=s.memory.restricted_to(wanted, numa_nodes),
                 pods={u: s.pods[u] for u in wanted if u in s.pods},
                 pending_resizes={u: s.pending_resizes[u] for u in wanted if u in s.pending_resizes},
                 infeasible_resizes={u: s.infeasible_resizes[u] for u in wanted if u in s.infeasible_resizes},

@@ -193,7 +193,7 @@ class MemoryStateView(Protocol):
 
     def to_dict(self) -> dict[str, Any]: ...
 
-    def restricted_to(self, pod_uids: Collection[str]) -> MemoryState: ...
+    def restricted_to(self, pod_uids: Collection[str], numa_nodes: Collection[int] | None = None) -> MemoryState: ...
 
 
 @dataclass(slots=True)
@@ -288,13 +288,15 @@ class MemoryState:
             reusable[str(uid)] = per_mask
         return cls(name, machine, entries, pod_entries, reusable)
 
-    def restricted_to(self, pod_uids: Collection[str]) -> MemoryState:
-        """This state with only these pods' entries and reuse (the NUMA tables kept whole): the part of
-        a checkpoint a change to these pods rewrites; per-pod values are shared, as in :meth:`copy`."""
+    def restricted_to(self, pod_uids: Collection[str], numa_nodes: Collection[int] | None = None) -> MemoryState:
+        """This state with only these pods' entries and reuse, and only the tables of ``numa_nodes`` (all of
+        them when ``None``): the part of a checkpoint a change to these pods rewrites; per-pod values and
+        the tables are shared, as in :meth:`copy`."""
         wanted = set(pod_uids)
+        machine = self.machine_state
         return MemoryState(
             policy_name=self.policy_name,
-            machine_state=self.machine_state,
+            machine_state=machine if numa_nodes is None else {n: machine[n] for n in numa_nodes if n in machine},
             entries={u: self.entries[u] for u in wanted if u in self.entries},
             pod_entries={u: self.pod_entries[u] for u in wanted if u in self.pod_entries},
             reusable={u: self.reusable[u] for u in wanted if u in self.reusable},

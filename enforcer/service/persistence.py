@@ -18,7 +18,14 @@ held.  Here a change costs what it touched:
   ``NodeEngine.snapshot`` writes them), and become ``set``/``del`` ops.
 * **Node-wide values** (the default CPU set, each NUMA node's memory table,
   counters, sequence) are compared with what was written and patched when they
-  differ: their size depends on the machine, not on the pods.
+  differ: their size depends on the machine, not on the pods.  The NUMA nodes'
+  tables are compared as objects first: a copy of each node's
+  ``NUMANodeState`` as last written is kept, and only the nodes that differ
+  from their copy (by value) are serialised and compared as JSON (a change
+  touches the one or two nodes its pod's memory lives on).  A node equal to
+  its copy serialises to the entry written from that copy, so it would get no
+  op either way; after a failed write or a rollback the copies are dropped and
+  every node is serialised again.
 
 A periodic compaction writes the whole document again (a new base; see
 ``enforcer.state.journal``) once the journal outgrows ``max(COMPACT_MIN_BYTES,
@@ -44,6 +51,7 @@ from typing import Any, Final
 
 from enforcer.engine.node import NodeEngine
 from enforcer.engine.records import PodRecord
+from enforcer.memorymanager.state import NUMANodeState
 from enforcer.state import journal
 
 log = logging.getLogger(__name__)
@@ -64,7 +72,8 @@ POD_KEYED: Final[tuple[tuple[str, ...], ...]] = (
 )
 """Maps of the engine document keyed by pod uid: only the dirty pods' entries are rewritten."""
 
-NUMA_KEYED: Final[tuple[tuple[str, ...], ...]] = (("memory", "machineState"),)
+MACHINE_STATE: Final = ("memory", "machineState")
+NUMA_KEYED: Final[tuple[tuple[str, ...], ...]] = (MACHINE_STATE,)
 """Maps keyed by NUMA node: each entry is compared and rewritten when it changed."""
 
 FIXED: Final = frozenset({"version", "node", "topology", "config", "compatibility"})
@@ -81,6 +90,7 @@ class PendingWrite:
     document: dict[str, Any] | None  # set: write the whole document as a new base
     records: dict[str, PodRecord]  # the pod records as written, for the next change's comparison
     patched: bool = True  # ``ops`` is the change since the document on disk (False: a write after a failure)
+    numa: Mapping[int, NUMANodeState] | None = None  # copies of the NUMA nodes as the write leaves them on disk
 
 
 class EnginePersistence:
@@ -92,6 +102,7 @@ class EnginePersistence:
         self._records: dict[str, PodRecord] = {} if engine is None else dict(engine.state.pods)
         self._pending: frozenset[str] = frozenset() if engine is None else _resizing(engine)
         self._full_next = document is None or store.needs_save
+        self._numa: Mapping[int, NUMANodeState] | None = None  # the disk's NUMA nodes as objects (None: unknown)
         self.drift = 0  # compactions whose patched document differed from the full snapshot
 
     @property
@@ -107,15 +118,16 @@ class EnginePersistence:
         records = dict(engine.state.pods)
         if self._full_next or self._document is None:
             return PendingWrite((), engine.snapshot(), records, patched=False)
-        ops = tuple(self._ops(engine, records, touched))
+        ops, numa = self._ops(engine, records, touched)
         if whole or self._compaction_due():  # the patch comes along to check the snapshot against (see settle)
-            return PendingWrite(ops, engine.snapshot(), records)
-        return PendingWrite(ops, None, records)
+            return PendingWrite(tuple(ops), engine.snapshot(), records, numa=numa)
+        return PendingWrite(tuple(ops), None, records, numa=numa)
 
     def settle(self, engine: NodeEngine | None, write: PendingWrite, *, failed: bool) -> None:
         """Record what a finished write made durable (lock held).  After a failure the next write is whole."""
         if failed:
             self._full_next = True
+            self._numa = None
             return
         if write.document is not None:
             if self._document is not None and write.patched:
@@ -127,11 +139,13 @@ class EnginePersistence:
             assert self._document is not None
             journal.apply_ops(self._document, write.ops)
         self._records = write.records
+        self._numa = write.numa
         self._pending = frozenset() if engine is None else _resizing(engine)
 
     def rolled_back(self, engine: NodeEngine) -> None:
         """The engine was rebuilt from :attr:`document`: compare the next change with it."""
         self._records = dict(engine.state.pods)
+        self._numa = None
         self._pending = _resizing(engine)
 
     # -- writing (lock NOT held) ----------------------------------------------------------
@@ -148,12 +162,30 @@ class EnginePersistence:
 
     def _ops(
         self, engine: NodeEngine, records: Mapping[str, PodRecord], touched: Collection[str]
-    ) -> list[dict[str, Any]]:
+    ) -> tuple[list[dict[str, Any]], dict[int, NUMANodeState]]:
+        """The change's patches, and copies of the NUMA nodes as they leave the disk (for the next change)."""
         assert self._document is not None
         dirty = set(touched) | self._pending | _resizing(engine)
         dirty.update(uid for uid, record in records.items() if self._records.get(uid) is not record)
         dirty.update(uid for uid in self._records if uid not in records)
-        fragment = engine.snapshot_of(dirty)
+        machine = engine.state.memory.machine_state
+        known = self._numa
+        numa: dict[int, NUMANodeState] = {}
+        changed: list[int] | None = None  # None: every node (the disk's nodes as objects are unknown)
+        gone: list[str] = []  # nodes on disk the engine no longer has
+        if known is None:
+            numa = {n: node.copy() for n, node in machine.items()}
+        else:
+            changed = []
+            for n, node in machine.items():
+                copy = known.get(n)
+                if copy is not None and copy == node:
+                    numa[n] = copy
+                else:
+                    changed.append(n)
+                    numa[n] = node.copy()
+            gone = [str(n) for n in known if n not in machine]
+        fragment = engine.snapshot_of(dirty, numa_nodes=changed)
         ops: list[dict[str, Any]] = []
         order = sorted(dirty)
         for path in POD_KEYED:
@@ -168,13 +200,13 @@ class EnginePersistence:
                         ops.append(journal.del_op((*path, uid)))
                 elif written.get(uid) != value:
                     ops.append(journal.set_op((*path, uid), value))
-        for path in NUMA_KEYED:
-            written, fresh = _at(self._document, path), _at(fragment, path)
-            for key in sorted(fresh.keys() | written.keys()):
-                if key not in fresh:
-                    ops.append(journal.del_op((*path, key)))
-                elif written.get(key) != fresh[key]:
-                    ops.append(journal.set_op((*path, key), fresh[key]))
+        written, fresh = _at(self._document, MACHINE_STATE), _at(fragment, MACHINE_STATE)
+        # with the copies known, the nodes not in ``fresh`` are equal to their copy (no op) or gone
+        for key in sorted(fresh.keys() | (written.keys() if changed is None else gone)):
+            if key not in fresh:
+                ops.append(journal.del_op((*MACHINE_STATE, key)))
+            elif written.get(key) != fresh[key]:
+                ops.append(journal.set_op((*MACHINE_STATE, key), fresh[key]))
         keyed = {p[1] for p in (*POD_KEYED, *NUMA_KEYED) if len(p) == 2}
         for section in _SECTIONS:
             written_section = self._document.get(section, {})
@@ -184,7 +216,7 @@ class EnginePersistence:
         for key in ("counters", "sequence"):
             if self._document.get(key) != fragment[key]:
                 ops.append(journal.set_op((key,), fragment[key]))
-        return ops
+        return ops, numa
 
     def _check_drift(self, snapshot: dict[str, Any]) -> None:
         """Compaction: the patched document must equal the full snapshot (both as ``builder.restore`` reads them)."""

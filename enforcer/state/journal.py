@@ -214,25 +214,59 @@ def _checksum(fields: Mapping[str, Any]) -> str:
     return "sha256:" + hashlib.sha256(checkpoint.canonical_json(fields)).hexdigest()
 
 
-def _line(fields: dict[str, Any]) -> tuple[bytes, str]:
-    """A line whose ``checksum`` covers every other field (the line itself is canonical JSON), and that checksum."""
-    checksum = _checksum(fields)
-    return checkpoint.canonical_json({**fields, "checksum": checksum}) + b"\n", checksum
+def _line(fields: dict[str, Any]) -> tuple[bytes, str, bytes]:
+    """A line whose ``checksum`` covers every other field (the line itself is canonical JSON), that checksum,
+    and the canonical JSON of the other fields.
+
+    The line is the canonical JSON of ``{**fields, "checksum": checksum}``, built from the one encoding the
+    checksum needs: canonical JSON sorts keys, and ``"checksum"`` sorts before every other field of a header
+    or a record, so the line is ``{"checksum":"sha256:<hex>",`` then that encoding without its ``{``
+    (``tests/enforcer/state/test_journal_lines.py`` checks it against the two-encoding construction).
+    """
+    canonical = checkpoint.canonical_json(fields)
+    checksum = "sha256:" + hashlib.sha256(canonical).hexdigest()
+    return b'{"checksum":"%s",%s\n' % (checksum.encode("ascii"), canonical[1:]), checksum, canonical
 
 
 def header_line(generation: int) -> tuple[bytes, str]:
-    return _line({"format": FORMAT, "generation": generation, "version": VERSION})
+    line, checksum, _ = _line({"format": FORMAT, "generation": generation, "version": VERSION})
+    return line, checksum
 
 
 def record_line(seq: int, prev: str, ops: Sequence[Mapping[str, Any]], *, path: str = "journal") -> tuple[bytes, str]:
     """Raises CheckpointWriteError for ops that are not plain JSON (tuples, NaN, non-string keys)."""
+    listed = list(ops)
     try:
-        line, checksum = _line({"ops": list(ops), "prev": prev, "seq": seq})
+        line, checksum, canonical = _line({"ops": listed, "prev": prev, "seq": seq})
     except (TypeError, ValueError) as error:
         raise errors.CheckpointWriteError(path, f"cannot journal the change: not plain JSON: {error}") from None
-    if json.loads(line)["ops"] != list(ops):
+    if not _plain(listed) and json.loads(canonical)["ops"] != listed:
         raise errors.CheckpointWriteError(path, "cannot journal the change: it would not load back equal")
     return line, checksum
+
+
+_PLAIN_SCALARS: Final = frozenset({str, int, float, bool, type(None)})
+
+
+def _plain(value: Any) -> bool:
+    """Whether ``value`` is made of exactly ``dict`` (``str`` keys), ``list`` and the JSON scalars, no subclasses.
+
+    Such a value loads back equal from its canonical JSON whenever that encoding succeeded (finite floats
+    repr exactly), so :func:`record_line` needs no load-back for it; anything else (a tuple, an ``int`` key,
+    a subclass) still gets the load-back comparison.  A walk costs less than a parse plus a comparison.
+    """
+    kind = type(value)
+    if kind is dict:
+        for key, item in value.items():
+            if type(key) is not str or (type(item) not in _PLAIN_SCALARS and not _plain(item)):
+                return False
+        return True
+    if kind is list:
+        for item in value:  # noqa: SIM110 (a loop: all() over a generator costs a frame per item)
+            if type(item) not in _PLAIN_SCALARS and not _plain(item):
+                return False
+        return True
+    return kind in _PLAIN_SCALARS
 
 
 @dataclass(frozen=True, slots=True)

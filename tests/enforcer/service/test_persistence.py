@@ -8,6 +8,7 @@ reloading from the files as a restart would.
 
 from __future__ import annotations
 
+import copy
 import random
 from pathlib import Path
 from typing import Any
@@ -185,3 +186,28 @@ def test_a_compaction_is_due_once_the_journal_outgrows_its_base(
     assert 1 < whole < 40
     assert store.journal_bytes <= persistence.COMPACT_RATIO * store.base_bytes + 64 * 1024
     assert durable.drift == 0
+
+
+@pytest.mark.parametrize("scope", ["pod", "container"])
+@pytest.mark.parametrize("seed", range(4))
+def test_the_nodes_compared_as_objects_give_the_patches_of_serialising_every_node(
+    tmp_path: Path, seed: int, scope: str
+) -> None:
+    """Only the NUMA nodes unequal to their copy as written are serialised: the ops are those of serialising all."""
+    rng = random.Random(seed)
+    engine = _engine(scope)
+    store = journal.JournaledStore(tmp_path / "state.json")
+    store.load()
+    durable = persistence.EnginePersistence(store, None, engine)
+    numa_ops = 0
+    for step in range(60):
+        uid = _walk_step(rng, engine, step) if step else ""
+        every_node = copy.copy(durable)  # the same disk, without the copies: every node serialised and compared
+        every_node._numa = None
+        write = durable.prepare(engine, {uid} if uid else ())
+        if write.document is None:
+            assert write.ops == every_node.prepare(engine, {uid} if uid else ()).ops, f"step {step}"
+        numa_ops += sum(tuple(op.get("set") or op["del"])[:2] == persistence.MACHINE_STATE for op in write.ops)
+        durable.write(write)
+        durable.settle(engine, write, failed=rng.random() < 0.1)  # a failed write forgets the copies
+    assert numa_ops > 10  # the walk did change the tables
