@@ -59,6 +59,16 @@ async def _read_body(scope: Scope, receive: Receive, limit: int) -> bytes:
     return chunks[0] if len(chunks) == 1 else b"".join(chunks)  # a body in one chunk (the usual case): not copied
 
 
+_CONTENT_TYPE_HEADER = (b"content-type", _JSON.encode("latin-1"))
+
+
+async def send_json(send: Send, body: bytes) -> None:
+    """What ``Response(body, media_type="application/json")`` sends (status 200, same headers), without making it."""
+    headers = [(b"content-length", str(len(body)).encode("latin-1")), _CONTENT_TYPE_HEADER]
+    await send({"type": "http.response.start", "status": 200, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
+
+
 class _ReviewEndpoint:
     """``POST /<mode>`` as a bare ASGI app: Starlette's ``Route`` calls it with no ``Request`` made for it.
 
@@ -79,7 +89,7 @@ class _ReviewEndpoint:
         body = await _read_body(scope, receive, settings.max_body_bytes)
         admission_request = review.parse_request(body)
         response = await admission.review_request(admission_request, mode=self.mode, services=services)
-        await Response(review.response_body(response), media_type=_JSON)(scope, receive, send)
+        await send_json(send, review.response_body(response))
 
 
 mutate = _ReviewEndpoint("mutate")

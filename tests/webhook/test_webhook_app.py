@@ -14,6 +14,7 @@ from typing import Any
 import httpx
 import pytest
 from starlette.requests import ClientDisconnect, Request
+from starlette.responses import JSONResponse, Response
 from webhook_testkit import (
     NODE,
     AppFactory,
@@ -637,6 +638,23 @@ async def test_a_bad_review_is_logged_and_counted_by_the_apps_handler(
     assert record.__dict__["path"] == "/validate"
     assert record.__dict__["error"] == response.json()["message"] == "request body must be a JSON object, got list"
     assert "numaguard_webhook_bad_requests_total 1.0" in (await client.get("/metrics")).text
+
+
+@pytest.mark.parametrize("body", [b"", b'{"a":1}', '{"\u00e9"}'.encode(), b"x" * 70000])
+async def test_the_review_routes_send_what_a_json_response_sends(body: bytes) -> None:
+    def collector() -> tuple[list[dict[str, Any]], Any]:
+        sent: list[dict[str, Any]] = []
+
+        async def send(message: dict[str, Any]) -> None:
+            sent.append(message)
+
+        return sent, send
+
+    expected, send = collector()
+    await Response(body, media_type=JSONResponse.media_type)(_scope(), _receiver([]), send)
+    got, send = collector()
+    await routes.send_json(send, body)
+    assert got == expected
 
 
 # -- probes and metrics --------------------------------------------------------------------------------
