@@ -12,8 +12,11 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, FastAPI, Request, Response
+from fastapi import APIRouter, Depends, FastAPI, Response
 from fastapi.responses import JSONResponse
+from starlette.requests import ClientDisconnect
+from starlette.routing import Route
+from starlette.types import Receive, Scope, Send
 
 from servicekit import tls
 from webhook import admission, callers, deps, errors, metrics, review
@@ -26,51 +29,84 @@ ServicesDep = Annotated[Services, Depends(deps.get_services)]
 _JSON = JSONResponse.media_type  # the review answers' content type, as JSONResponse sends it
 
 
-async def _read_body(request: Request, limit: int) -> bytes:
-    """The body, refused as soon as it is known to exceed ``limit`` (declared length, or bytes streamed)."""
-    declared = request.headers.get("content-length", "")
-    if declared.isdigit() and int(declared) > limit:
-        raise errors.BodyTooLarge(limit)
+async def _read_body(scope: Scope, receive: Receive, limit: int) -> bytes:
+    """The body, refused as soon as it is known to exceed ``limit`` (declared length, or bytes received).
+
+    Read from the ASGI messages as ``Request.stream()`` reads them (a disconnect before the last chunk raises
+    ``ClientDisconnect``), without the request object and its generator.
+    """
+    for name, value in scope["headers"]:
+        if name == b"content-length":  # the first one, as Request.headers.get answers
+            if value.isdigit() and int(value) > limit:
+                raise errors.BodyTooLarge(limit)
+            break
     chunks: list[bytes] = []
     size = 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > limit:
-            raise errors.BodyTooLarge(limit)
-        chunks.append(chunk)
-    return b"".join(chunks)  # a body in one chunk (the usual case) is that chunk, not a copy
+    while True:
+        message = await receive()
+        kind = message["type"]
+        if kind == "http.request":
+            chunk: bytes = message.get("body", b"")
+            if chunk:
+                size += len(chunk)
+                if size > limit:
+                    raise errors.BodyTooLarge(limit)
+                chunks.append(chunk)
+            if not message.get("more_body", False):
+                break
+        elif kind == "http.disconnect":
+            raise ClientDisconnect()
+    return chunks[0] if len(chunks) == 1 else b"".join(chunks)  # a body in one chunk (the usual case): not copied
 
 
-async def _review(request: Request, mode: common.Mode) -> Response:
-    services = deps.services_of(request)
-    settings = services.settings
-    # before a byte of the body is read: only the kube-apiserver may have a node allocate, release or resize
-    callers.check_reviewer(
-        tls.peer_certificate(request.scope), required=settings.client_ca is not None, allowed=settings.allowed_clients
-    )
-    body = await _read_body(request, settings.max_body_bytes)
-    admission_request = review.parse_request(body)
-    response = await admission.review_request(admission_request, mode=mode, services=services)
-    return Response(review.response_body(response), media_type=_JSON)
+_CONTENT_TYPE_HEADER = (b"content-type", _JSON.encode("latin-1"))
 
 
-async def mutate(request: Request) -> Response:
-    return await _review(request, "mutate")
+async def send_json(send: Send, body: bytes) -> None:
+    """What ``Response(body, media_type="application/json")`` sends (status 200, same headers), without making it."""
+    headers = [(b"content-length", str(len(body)).encode("latin-1")), _CONTENT_TYPE_HEADER]
+    await send({"type": "http.response.start", "status": 200, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
 
 
-async def validate(request: Request) -> Response:
-    return await _review(request, "validate")
+class _ReviewEndpoint:
+    """``POST /<mode>`` as a bare ASGI app: Starlette's ``Route`` calls it with no ``Request`` made for it.
+
+    The app's exception handlers still apply (its ``ExceptionMiddleware`` answers a ``WebhookError`` with the
+    handler's response, as the route's own wrapper did), and so does its middleware.
+    """
+
+    def __init__(self, mode: common.Mode) -> None:
+        self.mode: common.Mode = mode
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        services: Services = scope["app"].state.services
+        settings = services.settings
+        # before a byte of the body is read: only the kube-apiserver may have a node allocate, release or resize
+        callers.check_reviewer(
+            tls.peer_certificate(scope), required=settings.client_ca is not None, allowed=settings.allowed_clients
+        )
+        body = await _read_body(scope, receive, settings.max_body_bytes)
+        admission_request = review.parse_request(body)
+        response = await admission.review_request(admission_request, mode=self.mode, services=services)
+        await send_json(send, review.response_body(response))
+
+
+mutate = _ReviewEndpoint("mutate")
+validate = _ReviewEndpoint("validate")
 
 
 def add_review_routes(app: FastAPI) -> None:
     """``POST /mutate`` and ``POST /validate`` on ``app`` itself (before any included router, so matched first).
 
-    The review routes carry the load, so they are plain Starlette routes: FastAPI's per-route machinery (parameter
-    solving, response serialization) costs more per review than the rest of the routing.  They still run inside the
-    app, so its exception handlers (WebhookError: HTTP 400 with a message) and middleware apply to them as before.
+    The review routes carry the load, so they are bare ASGI endpoints on plain Starlette routes: FastAPI's
+    per-route machinery (parameter solving, response serialization), and even Starlette's ``Request`` per review,
+    cost more than the rest of the routing.  They still run inside the app, so its exception handlers
+    (WebhookError: HTTP 400 with a message) and middleware apply to them as before.
     """
-    app.router.add_route("/mutate", mutate, methods=["POST"], include_in_schema=False)
-    app.router.add_route("/validate", validate, methods=["POST"], include_in_schema=False)
+    # Route (what Router.add_route builds) takes an ASGI app as its endpoint; add_route's type admits functions only
+    app.router.routes.append(Route("/mutate", mutate, methods=["POST"], include_in_schema=False))
+    app.router.routes.append(Route("/validate", validate, methods=["POST"], include_in_schema=False))
 
 
 @router.get("/healthz")

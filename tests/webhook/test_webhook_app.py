@@ -13,6 +13,8 @@ from typing import Any
 
 import httpx
 import pytest
+from starlette.requests import ClientDisconnect, Request
+from starlette.responses import JSONResponse, Response
 from webhook_testkit import (
     NODE,
     AppFactory,
@@ -25,6 +27,7 @@ from webhook_testkit import (
 )
 
 from shared import contract
+from webhook import errors, routes
 
 pytestmark = pytest.mark.anyio
 
@@ -556,6 +559,102 @@ async def test_an_oversized_body_without_a_declared_length_is_refused_while_stre
     async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://webhook") as http:
         response = await http.post("/mutate", content=chunks())
     assert response.status_code == 400
+
+
+# The review routes read the body from the ASGI messages themselves (no Request): the same bytes Starlette's
+# Request.body() assembles, the same ClientDisconnect where Request.stream() raises it.
+_CHUNKINGS = [
+    [(b'{"a": 1}', False)],
+    [(b"", False)],
+    [(b"{", True), (b"", True), (b'"a"', True), (b": 1}", False)],
+    [(b"", True), (b"xy", True), (b"", False)],
+    [(b"x" * 1000, True), (b"y" * 24, False)],
+]
+
+
+def _receiver(messages: list[dict[str, Any]]) -> Any:
+    pending = list(messages)
+
+    async def receive() -> dict[str, Any]:
+        return pending.pop(0) if pending else {"type": "http.disconnect"}
+
+    return receive
+
+
+def _messages(chunks: list[tuple[bytes, bool]], *, cut: bool = False) -> list[dict[str, Any]]:
+    found: list[dict[str, Any]] = [{"type": "http.request", "body": body, "more_body": more} for body, more in chunks]
+    if cut:  # the client goes away before the last chunk
+        found[-1]["more_body"] = True
+    return found
+
+
+def _scope(headers: list[tuple[bytes, bytes]] = []) -> dict[str, Any]:  # noqa: B006 - never mutated
+    return {"type": "http", "method": "POST", "path": "/mutate", "headers": headers, "query_string": b""}
+
+
+@pytest.mark.parametrize("chunks", _CHUNKINGS)
+async def test_the_review_routes_read_the_body_starlette_reads(chunks: list[tuple[bytes, bool]]) -> None:
+    expected = await Request(_scope(), _receiver(_messages(chunks))).body()
+    assert await routes._read_body(_scope(), _receiver(_messages(chunks)), 1024) == expected
+
+
+@pytest.mark.parametrize("chunks", [c for c in _CHUNKINGS if len(c) > 1])
+async def test_a_disconnect_before_the_last_chunk_raises_as_starlette_does(chunks: list[tuple[bytes, bool]]) -> None:
+    with pytest.raises(ClientDisconnect):
+        await Request(_scope(), _receiver(_messages(chunks, cut=True))).body()
+    with pytest.raises(ClientDisconnect):
+        await routes._read_body(_scope(), _receiver(_messages(chunks, cut=True)), 1024)
+
+
+async def test_a_declared_length_over_the_limit_is_refused_before_reading() -> None:
+    async def receive() -> dict[str, Any]:
+        raise AssertionError("the body was read")
+
+    headers = [(b"content-type", b"application/json"), (b"content-length", b"1025")]
+    with pytest.raises(errors.BodyTooLarge):
+        await routes._read_body(_scope(headers), receive, 1024)
+    # the first content-length counts, as Request.headers.get answers; a length that is not digits is not trusted
+    for first in (b"10", b"abc"):
+        body = b"x" * 10
+        scope = _scope([(b"content-length", first), (b"content-length", b"99999")])
+        assert await routes._read_body(scope, _receiver(_messages([(body, False)])), 1024) == body
+
+
+async def test_streamed_bytes_over_the_limit_are_refused() -> None:
+    chunks = [(b"x" * 1000, True), (b"y" * 25, False)]
+    with pytest.raises(errors.BodyTooLarge):
+        await routes._read_body(_scope(), _receiver(_messages(chunks)), 1024)
+    assert len(await routes._read_body(_scope(), _receiver(_messages(chunks)), 1025)) == 1025
+
+
+async def test_a_bad_review_is_logged_and_counted_by_the_apps_handler(
+    client: httpx.AsyncClient, caplog: pytest.LogCaptureFixture
+) -> None:
+    with caplog.at_level("INFO", logger="webhook.main"):
+        response = await client.post("/validate", content=b"[1]")
+    assert response.status_code == 400
+    assert response.headers["content-type"] == "application/json"
+    (record,) = [r for r in caplog.records if r.getMessage() == "bad admission request"]
+    assert record.__dict__["path"] == "/validate"
+    assert record.__dict__["error"] == response.json()["message"] == "request body must be a JSON object, got list"
+    assert "numaguard_webhook_bad_requests_total 1.0" in (await client.get("/metrics")).text
+
+
+@pytest.mark.parametrize("body", [b"", b'{"a":1}', '{"\u00e9"}'.encode(), b"x" * 70000])
+async def test_the_review_routes_send_what_a_json_response_sends(body: bytes) -> None:
+    def collector() -> tuple[list[dict[str, Any]], Any]:
+        sent: list[dict[str, Any]] = []
+
+        async def send(message: dict[str, Any]) -> None:
+            sent.append(message)
+
+        return sent, send
+
+    expected, send = collector()
+    await Response(body, media_type=JSONResponse.media_type)(_scope(), _receiver([]), send)
+    got, send = collector()
+    await routes.send_json(send, body)
+    assert got == expected
 
 
 # -- probes and metrics --------------------------------------------------------------------------------
