@@ -239,3 +239,14 @@ def test_the_one_table_prints_the_journal_rows(capsys: pytest.CaptureFixture[str
     rows = [row for row in out.splitlines() if row.startswith("| journal append")]
     assert len(rows) == 2 and f"{bench_enforcer.QUICK_JOURNAL_APPENDS} x" in rows[0], out
     assert logging.root.manager.disable == logging.NOTSET  # the tests after this one still see their logs
+
+
+def test_journal_record_sizes_counts_every_record_and_restores_the_journal(capsys: pytest.CaptureFixture[str]) -> None:
+    from bench import journal_record_sizes
+    from enforcer.state import journal
+
+    line_builder = journal.record_line
+    assert journal_record_sizes.main(["--pairs", "2"]) == 0
+    out = capsys.readouterr().out
+    assert "2 pairs at 1,024 CPUs: " in out and "record bytes: median" in out, out
+    assert journal.record_line is line_builder
