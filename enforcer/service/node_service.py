@@ -315,10 +315,7 @@ class NodeService:
                 raise AdmissionRefusedError(
                     decision.reason or "UnexpectedAdmissionError", decision.message or "the node refused the pod"
                 )
-            # a new pod's view carries the hash its record was just given from this very pod (the answer's
-            # hash, computed once); a retry's record may come from disk, so its hash is recomputed as before
-            spec_hash = None if existed or decision.view is None else decision.view.spec_hash
-            allocation = self._allocation(engine, pod.uid, view=decision.view, spec_hash=spec_hash)
+            allocation = self._allocation(engine, pod.uid, view=decision.view)
             # a retry is answered only once the original allocation is durable too
             seq = self._group.last if existed else self._changed(pod.uid)
             return _Allocated(seq, existed, allocation, default_changed=engine.default_cpus() != default_before)
@@ -520,19 +517,15 @@ class NodeService:
             self._runtime.pop(uid, None)
 
     # -- internals -----------------------------------------------------------------------------
-    def _allocation(
-        self, engine: NodeEngine, uid: str, *, view: PodView | None = None, spec_hash: str | None = None
-    ) -> models.AllocationStatus:
-        """``view``: the pod's view when the caller has it already (an admission's decision carries it);
-        ``spec_hash``: the record's pod's ``contract.spec_hash`` when the caller knows it (a new admission)."""
+    def _allocation(self, engine: NodeEngine, uid: str, *, view: PodView | None = None) -> models.AllocationStatus:
+        """``view``: the pod's view when the caller has it already (an admission's decision carries it).
+        The record's pod hashed its spec once already (``contract.spec_hash`` keeps it in ``pod.memo``)."""
         if view is None:
             view = engine.view(uid)
-        if spec_hash is None:
-            spec_hash = contract.spec_hash(engine.record(uid).pod)
         return wire.allocation(
             view,
             node=self.node_name,
-            spec_hash=spec_hash,
+            spec_hash=contract.spec_hash(engine.record(uid).pod),
             resize=self._resize_status(engine, uid),
             cgroups=self.reconciler.status(uid),
         )
