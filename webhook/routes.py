@@ -80,7 +80,7 @@ class _ReviewEndpoint:
         self.mode: common.Mode = mode
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        services: Services = scope["app"].state.services
+        services = deps.services_of(scope["app"])
         settings = services.settings
         # before a byte of the body is read: only the kube-apiserver may have a node allocate, release or resize
         callers.check_reviewer(
