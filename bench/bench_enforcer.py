@@ -36,6 +36,12 @@ side comparison with an older build; the client and this bench stay the same).
 parsing, no decision and no write): the stack's own cost per request.  Every
 row also gives the enforcer process's CPU time per request (all threads, from
 ``/proc``), the figure a shared machine disturbs least.
+``--held-where PODS`` (with ``--held-repeats``) runs the curve once per repeat and puts the client's
+round trips next to the enforcer's own histograms over the same allocations (time in the app, the
+decision lock with its durable write, the write alone; ``/metrics`` scraped with the read-only
+identity after the warm-up and after the run): how many allocations each finished within 1, 2.5, 5,
+10 and 25 ms, so a slow round trip shows whether its time was under the lock, in the app around it,
+or outside the app (TLS, the client, scheduling).
 ``--quick`` measures what ``python -m bench --quick`` does for this section (30 allocations per
 client, then the curve at 100 pods held), from ``--enforcer-root`` too.
 
@@ -76,13 +82,14 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import httpx
 import yaml
+from prometheus_client.parser import text_string_to_metric_families
 
 from bench import proc
 from bench.ext4_loop import IMAGE_BYTES, Ext4LoopUnavailable, describe, ext4_loop
@@ -383,7 +390,9 @@ class HeldCurve:
         return self.last.p99_ms / self.first.p99_ms
 
 
-async def _hold(base_url: str, bundle: certs.Bundle, pods: int) -> tuple[float, ...]:
+async def _hold(
+    base_url: str, bundle: certs.Bundle, pods: int, *, after_warmup: Callable[[], None] | None = None
+) -> tuple[float, ...]:
     identity = "webhook-client"
     context = tls.client_context(bundle.cert("ca"), cert=bundle.cert(identity), key=bundle.key(identity))
     client = await RawHTTPS.connect(base_url, context)
@@ -397,6 +406,8 @@ async def _hold(base_url: str, bundle: certs.Bundle, pods: int) -> tuple[float, 
             status, answer = await client.request("DELETE", f"/allocations/{pod['metadata']['uid']}")
             if status != 200:
                 raise RuntimeError(f"warm-up failed: {status} {answer!r}")
+        if after_warmup is not None:
+            await asyncio.to_thread(after_warmup)
         for index in range(pods):
             body = json.dumps({"pod": _pod(index), "nodeName": "node-a"}).encode()
             started = time.perf_counter()
@@ -418,6 +429,68 @@ def held_curve(pods: int = HELD_PODS, *, repeats: int = 1, root: Path = ROOT) ->
             with enforcer_process(Path(workdir), topology=topology, root=root) as (base_url, bundle, _):
                 runs.append(asyncio.run(_hold(base_url, bundle, pods)))
     return HeldCurve(tuple(runs))
+
+
+SERVER_SERIES = {
+    "in the app (request)": (
+        "numaguard_enforcer_request_duration_seconds",
+        {"method": "POST", "route": "/allocations"},
+    ),
+    "decision lock + write": ("numaguard_enforcer_decision_duration_seconds", {"operation": "allocate"}),
+    "durable write": ("numaguard_enforcer_state_write_duration_seconds", {}),
+}
+"""The enforcer's own histograms an allocation passes through, outermost first (``enforcer.service.metrics``)."""
+WHERE_BOUNDS_MS = (1.0, 2.5, 5.0, 10.0, 25.0)
+
+
+@dataclass(frozen=True)
+class HeldWhere:
+    """Where the held curve's time goes: the client's latencies and, over the same allocations, the server's buckets.
+
+    ``server[name][bound]`` counts the observations of that series at or under ``bound`` ms
+    (the histograms' own buckets, so no finer than they are); the warm-up is excluded by
+    scraping ``/metrics`` (read-only identity) after it and after the run.
+    """
+
+    client_ms: tuple[float, ...]
+    server: dict[str, dict[float, int]]
+
+
+def _scrape_buckets(base_url: str, bundle: certs.Bundle) -> dict[str, dict[float, int]]:
+    identity = "metrics-client"
+    context = tls.client_context(bundle.cert("ca"), cert=bundle.cert(identity), key=bundle.key(identity))
+    with httpx.Client(verify=context) as client:
+        response = client.get(f"{base_url}/metrics")
+    response.raise_for_status()
+    wanted = {metric: (name, labels) for name, (metric, labels) in SERVER_SERIES.items()}
+    counts: dict[str, dict[float, int]] = {name: {} for name in SERVER_SERIES}
+    for family in text_string_to_metric_families(response.text):
+        if family.name not in wanted:
+            continue
+        name, labels = wanted[family.name]
+        for sample in family.samples:
+            if sample.name.endswith("_bucket") and all(sample.labels.get(k) == v for k, v in labels.items()):
+                bound = float(sample.labels["le"]) * 1000
+                counts[name][bound] = counts[name].get(bound, 0) + int(sample.value)
+    return counts
+
+
+def held_where(pods: int = 100, *, root: Path = ROOT) -> HeldWhere:
+    """One run of the held curve on the 1,024-CPU machine, with the server's histograms over the same allocations."""
+    with tempfile.TemporaryDirectory(prefix="bench-enforcer-where-") as workdir:
+        topology = _synthetic_topology(Path(workdir))
+        with enforcer_process(Path(workdir), topology=topology, root=root) as (base_url, bundle, _):
+            before: dict[str, dict[float, int]] = {}
+
+            def scrape_before() -> None:
+                before.update(_scrape_buckets(base_url, bundle))
+
+            latencies = asyncio.run(_hold(base_url, bundle, pods, after_warmup=scrape_before))
+            after = _scrape_buckets(base_url, bundle)
+    server = {
+        name: {bound: count - before[name].get(bound, 0) for bound, count in after[name].items()} for name in after
+    }
+    return HeldWhere(tuple(x * 1000 for x in latencies), server)
 
 
 def held_rows(curve: HeldCurve) -> list[dict[str, str]]:
@@ -477,6 +550,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--held", type=int, metavar="PODS", help=f"only the cost-vs-pods-held curve (e.g. {HELD_PODS})")
     parser.add_argument("--held-repeats", type=int, default=1, metavar="N", help="runs of the curve to pool")
     parser.add_argument("--enforcer-root", type=Path, default=ROOT, help="run the enforcer from this checkout")
+    parser.add_argument(
+        "--held-where", type=int, metavar="PODS", help="the curve's client latencies next to the server's histograms"
+    )
     parser.add_argument("--held-split", type=int, metavar="PODS", help="the curve's CPU time by part, in-process")
     parser.add_argument("--no-freeze", action="store_true", help="--held-split without the start-up gc.freeze()")
     parser.add_argument(
@@ -524,6 +600,10 @@ def main(argv: list[str] | None = None) -> int:
         cpu_ms = pairs_in_process(args.pairs_in_process, large=args.large)
         print(f"allocation + release through the ASGI app: {cpu_ms:.3f} ms event-loop CPU per pair")
         return 0
+    if args.held_where:
+        return _print_where(
+            [held_where(args.held_where, root=args.enforcer_root.resolve()) for _ in range(args.held_repeats)]
+        )
     if args.held_split:
         return _print_split(held_split(args.held_split, freeze=not args.no_freeze))
     if args.held:
@@ -931,6 +1011,18 @@ def _print_split(split: dict[str, tuple[float, float]]) -> int:
             print(f"full GC passes during the run: {first:.0f}, the longest {last:.1f} ms")
         else:
             print(f"{name:<22} {first:>10.2f} {last:>10.2f}")
+    return 0
+
+
+def _print_where(runs: list[HeldWhere]) -> int:
+    print(f"allocations at or under each bound, per run ({len(runs[0].client_ms)} allocations, 1,024 CPUs, pods kept)")
+    print(f"{'run':>3} {'where':<22} " + " ".join(f"{f'<={b:g} ms':>9}" for b in WHERE_BOUNDS_MS) + f" {'all':>5}")
+    for number, run in enumerate(runs, 1):
+        client = {bound: sum(x <= bound for x in run.client_ms) for bound in WHERE_BOUNDS_MS}
+        for name, counts in [("client (round trip)", client), *run.server.items()]:
+            total = len(run.client_ms) if name == "client (round trip)" else int(counts.get(float("inf"), 0))
+            cells = " ".join(f"{counts.get(bound, 0):>9}" for bound in WHERE_BOUNDS_MS)
+            print(f"{number:>3} {name:<22} {cells} {total:>5}")
     return 0
 
 

@@ -1,6 +1,6 @@
-"""``python -m bench.bench_enforcer --floor`` runs end to end: a held pod's allocation re-sent is answered 200.
+"""``python -m bench.bench_enforcer --floor`` and ``--held-where`` run end to end against a real enforcer process.
 
-Smoke only (a real enforcer process, one measured round per client); no figure is asserted.
+Smoke only (one measured round per client; three held pods for --held-where); no figure is asserted.
 """
 
 from __future__ import annotations
@@ -31,3 +31,14 @@ def test_the_in_process_re_post_measure_runs() -> None:
 
 def test_the_in_process_allocate_release_measure_runs() -> None:
     assert bench_enforcer.pairs_in_process(2) >= 0  # every allocation 201 and release 200, or it raises
+
+
+def test_the_held_where_split_counts_every_measured_allocation_on_each_side() -> None:
+    where = bench_enforcer.held_where(3)
+    assert len(where.client_ms) == 3
+    assert set(where.server) == set(bench_enforcer.SERVER_SERIES)
+    # the warm-up is scraped away: each series saw exactly the measured allocations (one write each: one client)
+    assert {name: counts[float("inf")] for name, counts in where.server.items()} == dict.fromkeys(where.server, 3)
+    for counts in where.server.values():  # cumulative buckets
+        ordered = [counts[bound] for bound in sorted(counts)]
+        assert ordered == sorted(ordered)
