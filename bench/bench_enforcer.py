@@ -38,7 +38,7 @@ row also gives the enforcer process's CPU time per request (all threads, from
 ``/proc``), the figure a shared machine disturbs least.
 ``--held-where PODS`` (with ``--held-repeats``) runs the curve once per repeat and puts the client's
 round trips next to the enforcer's own histograms over the same allocations (time in the app, the
-decision lock with its durable write, the write alone; ``/metrics`` scraped with the read-only
+decision under the lock, the durable write after it; ``/metrics`` scraped with the read-only
 identity after the warm-up and after the run): how many allocations each finished within 1, 2.5, 5,
 10 and 25 ms, so a slow round trip shows whether its time was under the lock, in the app around it,
 or outside the app (TLS, the client, scheduling).
@@ -436,7 +436,7 @@ SERVER_SERIES = {
         "numaguard_enforcer_request_duration_seconds",
         {"method": "POST", "route": "/allocations"},
     ),
-    "decision lock + write": ("numaguard_enforcer_decision_duration_seconds", {"operation": "allocate"}),
+    "decision (lock held)": ("numaguard_enforcer_decision_duration_seconds", {"operation": "allocate"}),
     "durable write": ("numaguard_enforcer_state_write_duration_seconds", {}),
 }
 """The enforcer's own histograms an allocation passes through, outermost first (``enforcer.service.metrics``)."""

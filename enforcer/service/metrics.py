@@ -123,7 +123,8 @@ class EnforcerMetrics:
         )
         self.decision_seconds = Histogram(
             "numaguard_enforcer_decision_duration_seconds",
-            "Time a state-changing call held the decision lock, durable write included, by operation.",
+            "Time a state-changing call held the decision lock to decide, by operation (the durable write that "
+            "follows, outside the lock: numaguard_enforcer_state_write_duration_seconds).",
             ["operation"],
             buckets=LATENCY_BUCKETS,
             registry=r,
