@@ -40,8 +40,9 @@ row also gives the enforcer process's CPU time per request (all threads, from
 round trips next to the enforcer's own histograms over the same allocations (time in the app, the
 decision under the lock, the durable write after it; ``/metrics`` scraped with the read-only
 identity after the warm-up and after the run): how many allocations each finished within 1, 2.5, 5,
-10 and 25 ms, so a slow round trip shows whether its time was under the lock, in the app around it,
-or outside the app (TLS, the client, scheduling).
+10 and 25 ms; then the slowest round trips of each run split by the ``Server-Timing`` header of their
+answers (read the pod, lock wait + decision, durable wait, follow-up, encode) and what was outside the
+app (the round trip minus those: TLS, HTTP, the client, scheduling).
 ``--quick`` measures what ``python -m bench --quick`` does for this section (30 allocations per
 client, then the curve at 100 pods held), from ``--enforcer-root`` too.
 
@@ -195,6 +196,7 @@ class RawHTTPS:
 
     def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self.reader, self.writer = reader, writer
+        self.last_headers: dict[str, str] = {}  # the last answer's headers, names lower-cased
 
     @classmethod
     async def connect(cls, base_url: str, context: ssl.SSLContext) -> RawHTTPS:
@@ -209,7 +211,11 @@ class RawHTTPS:
         self.writer.write(head.encode() + b"\r\n" + body)
         status_and_headers = await self.reader.readuntil(b"\r\n\r\n")
         lines = status_and_headers.decode("latin-1").split("\r\n")
-        length = next(int(line.split(":", 1)[1]) for line in lines if line.lower().startswith("content-length:"))
+        self.last_headers = {
+            name.strip().lower(): value.strip()
+            for name, _, value in (line.partition(":") for line in lines[1:] if line)
+        }
+        length = int(self.last_headers["content-length"])
         return int(lines[0].split()[1]), await self.reader.readexactly(length)
 
     async def close(self) -> None:
@@ -391,8 +397,16 @@ class HeldCurve:
 
 
 async def _hold(
-    base_url: str, bundle: certs.Bundle, pods: int, *, after_warmup: Callable[[], None] | None = None
+    base_url: str,
+    bundle: certs.Bundle,
+    pods: int,
+    *,
+    after_warmup: Callable[[], None] | None = None,
+    phases: list[dict[str, float]] | None = None,
 ) -> tuple[float, ...]:
+    """Allocate ``pods`` pods in turn, keeping each: the round trips (s).
+
+    ``phases``, when given, receives each measured answer's Server-Timing phases (ms)."""
     identity = "webhook-client"
     context = tls.client_context(bundle.cert("ca"), cert=bundle.cert(identity), key=bundle.key(identity))
     client = await RawHTTPS.connect(base_url, context)
@@ -415,6 +429,8 @@ async def _hold(
             latencies.append(time.perf_counter() - started)
             if status != 201:
                 raise RuntimeError(f"allocation {index} failed: {status} {answer!r}")
+            if phases is not None:
+                phases.append(server_timing(client.last_headers.get("server-timing", "")))
     finally:
         await client.close()
     return tuple(latencies)
@@ -441,6 +457,17 @@ SERVER_SERIES = {
 }
 """The enforcer's own histograms an allocation passes through, outermost first (``enforcer.service.metrics``)."""
 WHERE_BOUNDS_MS = (1.0, 2.5, 5.0, 10.0, 25.0)
+WHERE_SLOWEST = 5
+
+
+def server_timing(header: str) -> dict[str, float]:
+    """A ``Server-Timing`` header's phases (ms), in order: ``read;dur=0.4, decide;dur=1.5`` -> {"read": 0.4, ...}."""
+    phases = {}
+    for entry in filter(None, (part.strip() for part in header.split(","))):
+        name, _, params = entry.partition(";")
+        duration = next((p.split("=", 1)[1] for p in params.split(";") if p.strip().startswith("dur=")), "0")
+        phases[name.strip()] = float(duration)
+    return phases
 
 
 @dataclass(frozen=True)
@@ -454,6 +481,12 @@ class HeldWhere:
 
     client_ms: tuple[float, ...]
     server: dict[str, dict[float, int]]
+    phases: tuple[dict[str, float], ...]  # each allocation's Server-Timing (ms), in the order of client_ms
+
+    def slowest(self, count: int) -> list[tuple[float, dict[str, float]]]:
+        """The ``count`` slowest round trips with their phases, plus ``outside`` (round trip - the phases' sum)."""
+        pairs = sorted(zip(self.client_ms, self.phases, strict=True), key=lambda pair: pair[0], reverse=True)
+        return [(ms, {**phases, "outside": ms - sum(phases.values())}) for ms, phases in pairs[:count]]
 
 
 def _scrape_buckets(base_url: str, bundle: certs.Bundle) -> dict[str, dict[float, int]]:
@@ -485,12 +518,13 @@ def held_where(pods: int = 100, *, root: Path = ROOT) -> HeldWhere:
             def scrape_before() -> None:
                 before.update(_scrape_buckets(base_url, bundle))
 
-            latencies = asyncio.run(_hold(base_url, bundle, pods, after_warmup=scrape_before))
+            phases: list[dict[str, float]] = []
+            latencies = asyncio.run(_hold(base_url, bundle, pods, after_warmup=scrape_before, phases=phases))
             after = _scrape_buckets(base_url, bundle)
     server = {
         name: {bound: count - before[name].get(bound, 0) for bound, count in after[name].items()} for name in after
     }
-    return HeldWhere(tuple(x * 1000 for x in latencies), server)
+    return HeldWhere(tuple(x * 1000 for x in latencies), server, tuple(phases))
 
 
 def held_rows(curve: HeldCurve) -> list[dict[str, str]]:
@@ -1023,6 +1057,10 @@ def _print_where(runs: list[HeldWhere]) -> int:
             total = len(run.client_ms) if name == "client (round trip)" else int(counts.get(float("inf"), 0))
             cells = " ".join(f"{counts.get(bound, 0):>9}" for bound in WHERE_BOUNDS_MS)
             print(f"{number:>3} {name:<22} {cells} {total:>5}")
+    print(f"the {WHERE_SLOWEST} slowest round trips of each run, by phase (Server-Timing; outside: not in the app), ms")
+    for number, run in enumerate(runs, 1):
+        for ms, phases in run.slowest(WHERE_SLOWEST):
+            print(f"{number:>3} {ms:>7.2f} = " + " + ".join(f"{name} {value:.2f}" for name, value in phases.items()))
     return 0
 
 

@@ -38,7 +38,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Collection, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Literal, TypeVar
 
@@ -84,6 +84,10 @@ def _now() -> datetime:
 class AllocateOutcome:
     created: bool  # False: the pod was already allocated with this spec (an idempotent retry)
     allocation: models.AllocationStatus
+    # time.perf_counter() when the decision left the lock and when it was durable: how a caller
+    # splits its wait (the API's Server-Timing header); not part of the outcome's value
+    decided_at: float = field(default=0.0, compare=False)
+    durable_at: float = field(default=0.0, compare=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -295,8 +299,9 @@ class NodeService:
                     f"the caller's time budget for pod {pod.key} ran out before its turn; nothing was allocated"
                 )
             allocated = self._decide_allocation(pod)
+        decided_at = time.perf_counter()
         await self._group.await_durable_async(allocated.seq)
-        return self._allocated(pod, allocated)
+        return self._allocated(pod, allocated, decided_at=decided_at, durable_at=time.perf_counter())
 
     def _holds(self, uid: str) -> bool:
         return self._engine is not None and uid in self._engine.state.pods
@@ -339,11 +344,13 @@ class NodeService:
         )
         self.metrics.observe_admission(counts, milliseconds=seconds * 1000, reason=decision.reason)
 
-    def _allocated(self, pod: PodResources, allocated: _Allocated) -> AllocateOutcome:
+    def _allocated(
+        self, pod: PodResources, allocated: _Allocated, *, decided_at: float = 0.0, durable_at: float = 0.0
+    ) -> AllocateOutcome:
         if not allocated.existed:
             log.info("pod allocated", extra={"pod_uid": pod.uid, "pod": pod.key})
             self.reconciler.request([pod.uid], default_changed=allocated.default_changed)
-        return AllocateOutcome(created=not allocated.existed, allocation=allocated.allocation)
+        return AllocateOutcome(not allocated.existed, allocated.allocation, decided_at, durable_at)
 
     def release(self, uid: str, *, cause: ReleaseCause = "api") -> models.ReleaseResult:
         """Release a pod's allocation; idempotent (``released=False`` when nothing was held)."""

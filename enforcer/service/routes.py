@@ -35,6 +35,7 @@ from enforcer.service import deps, models, params, replica_export, requests
 from enforcer.service.deps import Reader, Service, Writer
 from enforcer.service.errors import WrongNodeError
 from enforcer.service.metrics import CONTENT_TYPE
+from enforcer.service.node_service import AllocateOutcome
 from shared import contract
 
 Responses = dict[int | str, dict[str, Any]]
@@ -108,6 +109,7 @@ async def allocate(request: Request, _: Writer) -> Any:
 async def _allocate(request: Request) -> Response:
     """``POST /allocations`` once the caller is authenticated (both routes of :func:`add_allocation_routes`)."""
     # the service, the claims and the two headers are read here, not declared: see enforcer.service.params
+    started = time.perf_counter()
     service, claims = deps.service_of(request), deps.claims_of(request)
     budget_ms, attempt = BUDGET.read(request), ATTEMPT.read(request)
     # decide nothing the caller will no longer wait for (a little early: its answer must still travel back)
@@ -118,14 +120,36 @@ async def _allocate(request: Request) -> Response:
             f"this enforcer serves node {service.node_name!r}, not {body.node_name!r}", field="nodeName"
         )
     pod = requests.pod_resources(body.pod, pod_level_resources=service.config.gates.pod_level_resources)
+    parsed = time.perf_counter()
     if not attempt:
         outcome = await service.allocate_async(pod, deadline=deadline)
-        return _json(outcome.allocation, 201 if outcome.created else 200)
-    async with claims.serialised(pod.uid):
-        claims.check_not_withdrawn(pod.uid, attempt)
-        outcome = await service.allocate_async(pod, deadline=deadline)
-        claims.claim(pod.uid, attempt, created=outcome.created)
-    return _json(outcome.allocation, 201 if outcome.created else 200)
+    else:
+        async with claims.serialised(pod.uid):
+            claims.check_not_withdrawn(pod.uid, attempt)
+            outcome = await service.allocate_async(pod, deadline=deadline)
+            claims.claim(pod.uid, attempt, created=outcome.created)
+    served = time.perf_counter()
+    response = _json(outcome.allocation, 201 if outcome.created else 200)
+    response.headers["server-timing"] = _server_timing(started, parsed, outcome, served, time.perf_counter())
+    return response
+
+
+def _server_timing(started: float, parsed: float, outcome: AllocateOutcome, served: float, answered: float) -> str:
+    """The allocation's time in the app by phase, as a ``Server-Timing`` header (W3C; ``dur`` in ms).
+
+    Why: one slow round trip can then be paired with where its time went (reading the pod, waiting
+    for the lock and deciding, waiting for the durable write, the follow-up, encoding the answer),
+    which the per-phase histograms cannot do; the client's round trip minus their sum is outside
+    the app (TLS, HTTP, scheduling).  ``python -m bench.bench_enforcer --held-where`` reads it.
+    """
+    phases = (
+        ("read", started, parsed),
+        ("decide", parsed, outcome.decided_at),
+        ("durable", outcome.decided_at, outcome.durable_at),
+        ("followup", outcome.durable_at, served),
+        ("answer", served, answered),
+    )
+    return ", ".join(f"{name};dur={(end - begin) * 1000:.3f}" for name, begin, end in phases)
 
 
 @router.get(

@@ -8,6 +8,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:  # bench/ is a directory of measuring scripts, not an installed package
     sys.path.insert(0, str(ROOT))
@@ -42,3 +44,13 @@ def test_the_held_where_split_counts_every_measured_allocation_on_each_side() ->
     for counts in where.server.values():  # cumulative buckets
         ordered = [counts[bound] for bound in sorted(counts)]
         assert ordered == sorted(ordered)
+    # every measured answer carried its Server-Timing phases; the slowest are split with what was outside the app
+    assert [list(phases) for phases in where.phases] == [["read", "decide", "durable", "followup", "answer"]] * 3
+    (slowest_ms, split), *_ = where.slowest(1)
+    assert slowest_ms == max(where.client_ms) and sum(split.values()) == pytest.approx(slowest_ms)
+
+
+def test_a_server_timing_header_reads_as_its_phases_in_order() -> None:
+    header = 'read;dur=0.412, decide;desc="lock and decision";dur=1.5,durable;dur=2, followup'
+    assert bench_enforcer.server_timing(header) == {"read": 0.412, "decide": 1.5, "durable": 2.0, "followup": 0.0}
+    assert bench_enforcer.server_timing("") == {}

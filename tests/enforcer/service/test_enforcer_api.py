@@ -70,6 +70,24 @@ async def test_the_same_request_again_is_200_with_the_same_allocation(api: httpx
     assert without_cgroups(first.json()) == without_cgroups(again.json())
 
 
+def server_timing(response: httpx.Response) -> dict[str, float]:
+    phases = [entry.strip().split(";dur=") for entry in response.headers["server-timing"].split(",")]
+    return {name: float(ms) for name, ms in phases}
+
+
+async def test_an_allocation_answer_says_where_its_time_went_in_server_timing(api: httpx.AsyncClient) -> None:
+    started = time.perf_counter()
+    first = await api.post("/allocations", json=allocation_request(pod("ml-workload")))
+    again = await api.post("/allocations", json=allocation_request(pod("ml-workload")))
+    round_trips_ms = (time.perf_counter() - started) * 1000
+    for response in (first, again):  # a new pod and an idempotent retry (which waits for durability too)
+        phases = server_timing(response)
+        assert list(phases) == ["read", "decide", "durable", "followup", "answer"]
+        assert all(ms >= 0 for ms in phases.values())
+    # the phases are consecutive parts of each request, so together they fit in the two round trips
+    assert sum(server_timing(first).values()) + sum(server_timing(again).values()) <= round_trips_ms
+
+
 async def test_a_known_uid_with_another_spec_is_409_allocation_conflict(api: httpx.AsyncClient) -> None:
     original = pod("ml-workload")
     await api.post("/allocations", json=allocation_request(original))
