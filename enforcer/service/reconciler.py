@@ -52,10 +52,10 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Literal
+from typing import Final, Literal, Protocol
 
 from enforcer.cgroups import driver as cgdriver
 from enforcer.cgroups import errors as cgerrors
@@ -73,6 +73,18 @@ Trigger = Literal["change", "periodic", "startup", "manual"]
 COALESCE_SECONDS = 0.05
 """The worker's pause after each pass: the most a change waits for its cgroups beyond the pass itself."""
 _EXCLUSIVE = ("node_exclusive", "pod_exclusive")
+PODS_PER_STEP: Final = 4
+"""Pods a pass drives between two looks at the API's requests (about a millisecond of Python with the
+dry-run driver, less with real cgroupfs, whose writes release the interpreter lock)."""
+STEP_ASIDE_BUDGET_SECONDS: Final = 0.05
+"""The most one pass waits, in all, for the API's requests in flight; past it the pass runs to its end, so under
+sustained load cgroups still follow (a change then waits at most this much more than without the stepping aside)."""
+
+
+class StepAside(Protocol):
+    """What a pass waits on between steps (:class:`enforcer.service.in_flight.RequestsInFlight`)."""
+
+    def wait_idle(self, timeout: float) -> float: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -239,8 +251,10 @@ class Reconciler:
         *,
         metrics: EnforcerMetrics,
         clock: Callable[[], datetime] = _now,
+        in_flight: StepAside | None = None,
     ) -> None:
         self.driver = driver
+        self._in_flight = in_flight
         self.layout = layout
         self._desired = desired
         self._metrics = metrics
@@ -333,6 +347,7 @@ class Reconciler:
         """
         with self._run_lock:
             report = reconcile.reconcile(hierarchy.with_untracked_children(targets, self.driver), self.driver)
+        log.info("cgroups programmed", extra={"targets": len(targets), **report.counts()})
         self._metrics.cgroup_writes.inc(len(report.applied))
         self._metrics.count_divergences(d.field for d in report.divergences)
         if report.failures:
@@ -340,28 +355,44 @@ class Reconciler:
         return report
 
     def _run(self, uids: Collection[str] | None, trigger: Trigger) -> reconcile.ReconcileReport:
-        state = self._desired(uids)
+        """One pass over ``uids`` (every pod when None), :data:`PODS_PER_STEP` pods at a time.
+
+        Before each step the pass lets the API's requests in flight finish (within
+        :data:`STEP_ASIDE_BUDGET_SECONDS` for the whole pass; see :mod:`enforcer.service.in_flight`).
+        A step reads its pods' desired state and drives their cgroups; pods are independent
+        here (a pod's cgroups and its containers' are one subtree, ordered within the step).
+        """
         owners: dict[str, str] = {}
-        targets: list[reconcile.CgroupTarget] = []
-        unnameable: dict[str, str] = {}
-        for pod in state.pods:
+        parts: list[reconcile.ReconcileReport] = []
+        seen: list[DesiredPod] = []
+        for state in self._steps(uids):
+            targets: list[reconcile.CgroupTarget] = []
+            unnameable: dict[str, str] = {}
+            for pod in state.pods:
+                try:
+                    pod_list = pod_targets(pod, layout=self.layout, default_cpus=state.default_cpus)
+                except cgerrors.CgroupError as err:
+                    unnameable[pod.uid] = err.message
+                    self._metrics.reconcile_errors.labels(kind="naming").inc()
+                    log.error("pod cgroups cannot be named", extra={"pod_uid": pod.uid, "error": err.message})
+                    continue
+                for target in pod_list:
+                    if target.path not in owners:
+                        owners[target.path] = pod.uid
+                        targets.append(target)
             try:
-                pod_list = pod_targets(pod, layout=self.layout, default_cpus=state.default_cpus)
+                part = reconcile.reconcile(hierarchy.with_untracked_children(targets, self.driver), self.driver)
             except cgerrors.CgroupError as err:
-                unnameable[pod.uid] = err.message
-                self._metrics.reconcile_errors.labels(kind="naming").inc()
-                log.error("pod cgroups cannot be named", extra={"pod_uid": pod.uid, "error": err.message})
-                continue
-            for target in pod_list:
-                if target.path not in owners:
-                    owners[target.path] = pod.uid
-                    targets.append(target)
-        try:
-            report = reconcile.reconcile(hierarchy.with_untracked_children(targets, self.driver), self.driver)
-        except cgerrors.CgroupError as err:
-            self._metrics.reconcile_errors.labels(kind="reconcile").inc()
-            log.error("cgroup reconcile failed", extra={"error": err.message, "trigger": trigger})
-            report = reconcile.ReconcileReport()
+                self._metrics.reconcile_errors.labels(kind="reconcile").inc()
+                log.error("cgroup reconcile failed", extra={"error": err.message, "trigger": trigger})
+                part = reconcile.ReconcileReport()
+            self._record(state, owners, part, unnameable)
+            parts.append(part)
+            seen.extend(state.pods)
+        report = reconcile.ReconcileReport.combined(parts)
+        if uids is None:  # a full pass saw every pod: statuses of released pods go, and so do their followers
+            self._keep_only(seen)
+        log.info("cgroup pass", extra={"trigger": trigger, "pods": len(seen), **report.counts()})
         self._metrics.reconcile_runs.labels(trigger=trigger).inc()
         self._metrics.cgroup_writes.inc(len(report.applied))
         self._metrics.count_divergences(d.field for d in report.divergences)
@@ -370,7 +401,6 @@ class Reconciler:
         if uids is None:
             self._metrics.pending_cgroups.set(len(report.pending))
             self._last_full = time.monotonic()
-        self._record(state, owners, report, unnameable, full=uids is None)
         if uids is None and not self._startup_done:
             self._startup_done = True
             self.startup_divergences = tuple(_divergence(d) for d in report.divergences)
@@ -384,14 +414,41 @@ class Reconciler:
                 )
         return report
 
+    def _steps(self, uids: Collection[str] | None) -> Iterator[DesiredState]:
+        """The pass's pods, a step at a time, each read after stepping aside for the API's requests.
+
+        A full pass reads every pod at once (one look under the service's lock, so no pod is
+        missed or seen twice) and drives it in steps; a change pass reads each step's pods
+        when it comes to them, so its reads, too, leave the lock free between steps."""
+        budget = STEP_ASIDE_BUDGET_SECONDS
+        budget -= self._step_aside(budget)
+        if uids is None:
+            state = self._desired(None)
+            if not state.pods:
+                yield state
+            for start in range(0, len(state.pods), PODS_PER_STEP):
+                if start:
+                    budget -= self._step_aside(budget)
+                yield DesiredState(state.pods[start : start + PODS_PER_STEP], state.default_cpus)
+            return
+        ordered = sorted(uids)
+        for start in range(0, len(ordered), PODS_PER_STEP):
+            if start:
+                budget -= self._step_aside(budget)
+            yield self._desired(ordered[start : start + PODS_PER_STEP])
+
+    def _step_aside(self, budget: float) -> float:
+        """Wait while API requests are in flight, at most ``budget`` seconds; the seconds waited."""
+        if self._in_flight is None or budget <= 0:
+            return 0.0
+        return self._in_flight.wait_idle(budget)
+
     def _record(
         self,
         state: DesiredState,
         owners: Mapping[str, str],
         report: reconcile.ReconcileReport,
         unnameable: Mapping[str, str],
-        *,
-        full: bool,
     ) -> None:
         now = self._clock()
         divergences: dict[str, list[models.CgroupDivergence]] = {}
@@ -409,11 +466,6 @@ class Reconciler:
         for uid, message in unnameable.items():
             failures.setdefault(uid, []).append(message)
         with self._status_lock:
-            if full:  # a full pass knows every pod: statuses of released pods go, followers are found afresh
-                managed = {pod.uid for pod in state.pods if pod.view is not None}
-                for uid in set(self._status) - managed:
-                    del self._status[uid]
-                self._followers.clear()
             for pod in state.pods:
                 if follows_default(pod, state.default_cpus):
                     self._followers.add(pod.uid)
@@ -430,6 +482,15 @@ class Reconciler:
                     held=held.get(uid, []),
                     failures=failures.get(uid, []),
                 )
+
+    def _keep_only(self, pods: Collection[DesiredPod]) -> None:
+        """After a full pass: forget the statuses and followers of pods it did not see (released meanwhile)."""
+        managed = {pod.uid for pod in pods if pod.view is not None}
+        present = {pod.uid for pod in pods}
+        with self._status_lock:
+            for uid in set(self._status) - managed:
+                del self._status[uid]
+            self._followers &= present
 
     def _actuate_resize(self, job: ResizeJob) -> None:
         """The kubelet's order (memory then CPU; pod grows, containers shrink, pod shrinks, containers grow)."""
