@@ -19,6 +19,7 @@ from enforcer.service.node_service import NodeService
 from enforcer.service.reconciler import CgroupLayout, DesiredState
 from enforcer.state import journal
 from enforcer.topology import synthetic
+from shared.cpuset import CPUSet
 from shared.resources import ContainerResources, PodResources, Resources
 
 ONE_CPU = Resources({"cpu": 1000, "memory": 64 << 20}, {"cpu": 1000, "memory": 64 << 20})
@@ -161,3 +162,49 @@ def test_a_full_pass_in_steps_forgets_pods_released_since_the_last_one(service: 
     service.reconciler.run_all()
     assert service.reconciler.status("pod-004") is None
     assert all(service.reconciler.status(f"pod-{i:03d}") is not None for i in range(9) if i != 4)
+
+
+def shared_pod(index: int) -> PodResources:
+    """A Burstable pod: its container runs on the node's default set, so it follows every change of that set."""
+    web = ContainerResources("web", "c", Resources({"cpu": 100, "memory": 64 << 20}, {}))
+    return PodResources(uid=f"web-{index:03d}", namespace="ns", name=f"web-{index}", containers=(web,))
+
+
+def cpus_of(service: NodeService, uid: str) -> str:
+    driver = service.reconciler.driver
+    assert isinstance(driver, recording.RecordingCgroupDriver)
+    path = next(p for p in driver.paths() if uid.replace("-", "_") in p)
+    return str(driver.snapshot(path).cpus)
+
+
+def test_the_worker_holds_a_default_set_change_for_the_followers_but_not_the_pod_it_is_for(
+    service: NodeService, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    service.allocate(shared_pod(0))
+    service.reconciler.run_requested()
+    before = cpus_of(service, "web-000")
+    service.allocate(one_cpu_pod(0))  # takes an exclusive CPU out of the default set
+    service.reconciler.run_requested(hold_followers=True)
+    assert cpus_of(service, "pod-000") != before  # the new pod is programmed at once
+    assert cpus_of(service, "web-000") == before  # the follower waits for the held change
+    assert service.reconciler.run_requested(hold_followers=True) is None  # nothing else is due yet
+    monkeypatch.setattr(reconciler_module, "FOLLOWERS_DELAY_SECONDS", 0.0)
+    assert service.reconciler.run_requested(hold_followers=True) is not None
+    assert cpus_of(service, "web-000") != before
+    assert CPUSet.parse(cpus_of(service, "pod-000")).isdisjoint(CPUSet.parse(cpus_of(service, "web-000")))
+
+
+def test_a_direct_pass_and_a_full_pass_never_hold_the_followers(service: NodeService) -> None:
+    service.allocate(shared_pod(0))
+    service.reconciler.run_requested()
+    before = cpus_of(service, "web-000")
+    service.allocate(one_cpu_pod(0))
+    service.reconciler.run_requested()  # the operator's or a test's pass: everything due now
+    after_direct = cpus_of(service, "web-000")
+    assert after_direct != before
+    service.allocate(one_cpu_pod(1))
+    service.reconciler.run_requested(hold_followers=True)
+    assert cpus_of(service, "web-000") == after_direct
+    service.reconciler.run_all()  # a full pass re-programs every pod, and settles the held change
+    assert cpus_of(service, "web-000") != after_direct
+    assert service.reconciler.run_requested() is None
