@@ -1,4 +1,4 @@
-"""``python -m bench.bench_enforcer --floor``, ``--held-where`` and the side-by-side pairs run end to end against real enforcers.
+"""``python -m bench.bench_enforcer --floor``, ``--held-where`` and side-by-side pairs, end to end on real enforcers.
 
 Smoke only (one measured round per client; three held pods for --held-where); no figure is asserted.
 """
