@@ -101,6 +101,9 @@ sustained load cgroups still follow (a change then waits at most this much more 
 class StepAside(Protocol):
     """What a pass waits on between steps (:class:`enforcer.service.in_flight.RequestsInFlight`)."""
 
+    @property
+    def count(self) -> int: ...
+
     def wait_idle(self, timeout: float) -> float: ...
 
 
@@ -466,10 +469,19 @@ class Reconciler:
             yield self._desired(ordered[start : start + PODS_PER_STEP])
 
     def _step_aside(self, budget: float) -> float:
-        """Wait while API requests are in flight, at most ``budget`` seconds; the seconds waited."""
-        if self._in_flight is None or budget <= 0:
+        """Wait while API requests are in flight, at most ``budget`` seconds; the seconds waited.  Run lock held.
+
+        The run lock is let go while waiting: between two steps nothing is half written, so the
+        runtime hook's :meth:`program` (a container starting now) need not wait for the API too."""
+        if self._in_flight is None or budget <= 0 or not self._in_flight.count:
             return 0.0
-        return self._in_flight.wait_idle(budget)
+        self._run_lock.release()
+        try:
+            waited = self._in_flight.wait_idle(budget)
+        finally:
+            self._run_lock.acquire()
+        self._metrics.reconcile_step_aside.inc(waited)
+        return waited
 
     def _record(
         self,

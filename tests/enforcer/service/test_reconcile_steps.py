@@ -55,7 +55,13 @@ class CountingInFlight:
     def __init__(self) -> None:
         self.requests = RequestsInFlight()
         self.calls: list[float] = []
+        self.looks = 0
         self.asked = threading.Event()
+
+    @property
+    def count(self) -> int:
+        self.looks += 1
+        return self.requests.count
 
     def wait_idle(self, timeout: float) -> float:
         self.calls.append(timeout)
@@ -116,12 +122,15 @@ def test_a_change_pass_reads_and_drives_its_pods_a_few_at_a_time(service: NodeSe
     service.reconciler.run_requested()
     step = reconciler_module.PODS_PER_STEP
     assert reads == [sorted(p.uid for p in pods)[i : i + step] for i in range(0, len(pods), step)]
-    assert len(step_aside.calls) == len(reads)  # one look at the API before each step
+    assert step_aside.looks == len(reads) and not step_aside.calls  # one look before each step; nothing in flight
     assert all(service.reconciler.status(p.uid) is not None for p in pods)
     assert len(pod_paths(service)) == len(pods)  # every pod cgroup written (no container has an id yet)
 
 
-def test_a_pass_waits_for_a_request_in_flight_before_it_touches_a_cgroup(service: NodeService) -> None:
+def test_a_pass_waits_for_a_request_in_flight_before_it_touches_a_cgroup(
+    service: NodeService, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(reconciler_module, "STEP_ASIDE_BUDGET_SECONDS", 3600.0)  # only the request's end lets it go
     service.allocate(one_cpu_pod(0))
     step_aside = CountingInFlight()
     with_step_aside(service, step_aside)
@@ -131,6 +140,9 @@ def test_a_pass_waits_for_a_request_in_flight_before_it_touches_a_cgroup(service
         worker.start()
         step_aside.asked.wait()
         assert not pod_paths(service) and not finished.is_set()  # stepped aside: nothing written yet
+        # and while it waits, the runtime hook's writes (Reconciler.program) are not held up behind it
+        assert service.reconciler._run_lock.acquire(blocking=False)
+        service.reconciler._run_lock.release()
     worker.join()
     assert finished.is_set() and len(pod_paths(service)) == 1
 
@@ -148,6 +160,8 @@ def test_under_sustained_requests_a_pass_still_ends_once_its_budget_is_spent(
         assert len(pod_paths(service)) == 9
     assert step_aside.calls[0] == 0.02
     assert all(later < 0.02 for later in step_aside.calls[1:])  # each wait takes what the earlier ones left
+    waited = service.metrics.registry.get_sample_value("numaguard_enforcer_reconcile_step_aside_seconds_total")
+    assert waited is not None and waited >= 0.02
 
 
 def test_a_full_pass_in_steps_forgets_pods_released_since_the_last_one(service: NodeService) -> None:
