@@ -51,7 +51,8 @@ each (the order alternating), a sample being a new pod allocated (timed) and a h
 at random released, so both are measured at their count throughout and side by side
 (:class:`Paired`).  ``--shared-pair SAMPLES`` compares the same way a node holding 25 pods
 with one that also holds 100 Burstable pods of the shared pool, whose cpusets follow every
-exclusive allocation.
+exclusive allocation.  ``--against CHECKOUT`` turns either into a before/after in one run: both
+enforcers hold the larger mix, the first from CHECKOUT, the second from ``--enforcer-root``.
 
 The journal append alone (``--journal-appends N``, in-process, no server): wall time of each
 append of a ``--journal-line``-byte record (default 1,300, as a change at 1,024 CPUs writes),
@@ -564,14 +565,19 @@ async def _pair(servers: list[tuple[str, certs.Bundle]], mixes: tuple[NodeMix, N
     return Paired(mixes, (tuple(measured[0]), tuple(measured[1])))
 
 
-def side_by_side(mixes: tuple[NodeMix, NodeMix], *, samples: int = 300, root: Path = ROOT) -> Paired:
-    """Allocation latency on two enforcers of the 1,024-CPU machine holding ``mixes``, side by side (see Paired)."""
+def side_by_side(
+    mixes: tuple[NodeMix, NodeMix], *, samples: int = 300, root: Path = ROOT, roots: tuple[Path, Path] | None = None
+) -> Paired:
+    """Allocation latency on two enforcers of the 1,024-CPU machine holding ``mixes``, side by side (see Paired).
+
+    ``roots``: each side's enforcer from its own checkout (a before/after measured in one run; the
+    mixes then usually equal), instead of both from ``root``."""
     with contextlib.ExitStack() as stack:
         servers = []
-        for side in ("a", "b"):
+        for side, tree in zip(("a", "b"), roots or (root, root), strict=True):
             workdir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix=f"bench-enforcer-{side}-")))
             topology = _synthetic_topology(workdir)
-            base_url, bundle, _ = stack.enter_context(enforcer_process(workdir, topology=topology, root=root))
+            base_url, bundle, _ = stack.enter_context(enforcer_process(workdir, topology=topology, root=tree))
             servers.append((base_url, bundle))
         return asyncio.run(_pair(servers, mixes, samples))
 
@@ -735,6 +741,13 @@ def main(argv: list[str] | None = None) -> int:
         metavar="SAMPLES",
         help=f"allocations with no and with {SHARED_PODS} shared-pool pods on the node, side by side",
     )
+    parser.add_argument(
+        "--against",
+        type=Path,
+        metavar="CHECKOUT",
+        help="with --held-pair/--shared-pair: both nodes hold the larger mix, the first runs CHECKOUT's enforcer "
+        "(before) and the second --enforcer-root's (after), side by side in one run",
+    )
     parser.add_argument("--enforcer-root", type=Path, default=ROOT, help="run the enforcer from this checkout")
     parser.add_argument(
         "--held-where", type=int, metavar="PODS", help="the curve's client latencies next to the server's histograms"
@@ -794,10 +807,14 @@ def main(argv: list[str] | None = None) -> int:
         return _print_split(held_split(args.held_split, freeze=not args.no_freeze))
     if args.held:
         return _print_held(held_curve(args.held, repeats=args.held_repeats, root=args.enforcer_root.resolve()))
-    if args.held_pair:
-        return _print_pair(side_by_side(HELD_MIXES, samples=args.held_pair, root=args.enforcer_root.resolve()))
-    if args.shared_pair:
-        return _print_pair(side_by_side(SHARED_MIXES, samples=args.shared_pair, root=args.enforcer_root.resolve()))
+    if args.held_pair or args.shared_pair:
+        mixes, samples = (HELD_MIXES, args.held_pair) if args.held_pair else (SHARED_MIXES, args.shared_pair)
+        if args.against is None:
+            return _print_pair(side_by_side(mixes, samples=samples, root=args.enforcer_root.resolve()))
+        roots = (args.against.resolve(), args.enforcer_root.resolve())
+        pair = side_by_side((mixes[1], mixes[1]), samples=samples, roots=roots)
+        print(f"first: {roots[0]}; second: {roots[1]}")
+        return _print_pair(pair)
     repeats = 30 if args.quick else args.repeats
     rows = run(repeats, args.client, root=args.enforcer_root.resolve(), floor=args.floor)
     print(

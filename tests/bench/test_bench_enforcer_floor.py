@@ -58,7 +58,8 @@ def test_a_server_timing_header_reads_as_its_phases_in_order() -> None:
 
 def test_side_by_side_measures_the_samples_asked_on_each_node_and_names_its_mix() -> None:
     mixes = (bench_enforcer.NodeMix(2), bench_enforcer.NodeMix(3, shared=2))
-    pair = bench_enforcer.side_by_side(mixes, samples=3)
+    root = bench_enforcer.ROOT
+    pair = bench_enforcer.side_by_side(mixes, samples=3, roots=(root, root))  # --against's path: a root per side
     # warm-up excluded: three samples each (a failed allocation or release raises)
     assert [len(samples) for samples in pair.samples] == [3, 3]
     rows = bench_enforcer.pair_rows(pair)
