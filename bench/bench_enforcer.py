@@ -84,6 +84,7 @@ import gc
 import json
 import os
 import random
+import signal
 import socket
 import ssl
 import statistics
@@ -484,7 +485,9 @@ class Paired:
     alternating), each sample one new one-CPU pod allocated and then one of the held Guaranteed pods
     chosen at random released: both hold their mix throughout, their states keep changing as a
     churning node's do, a turn is a burst of back-to-back bindings as one node gets them, and any
-    disturbance of the shared machine falls on both alike.  This is what "cost flat in pods held"
+    disturbance of the shared machine falls on both alike.  The enforcer whose turn it is not is frozen
+    (SIGSTOP, :func:`_turns`), so its background work lands in its own turns, not in the other's.
+    This is what "cost flat in pods held"
     asks, and unlike windows of one filling run (the ``--held`` curve) every sample is taken at the
     same count."""
 
@@ -528,7 +531,27 @@ async def _release(client: RawHTTPS, uid: str) -> None:
         raise RuntimeError(f"release of {uid} failed: {status} {answer!r}")
 
 
-async def _pair(servers: list[tuple[str, certs.Bundle]], mixes: tuple[NodeMix, NodeMix], samples: int) -> Paired:
+@contextlib.contextmanager
+def _turns(pids: tuple[int, int]) -> Iterator[Callable[[int], None]]:
+    """``turn(side)``: run that side's enforcer and freeze the other (SIGSTOP), so neither one's background
+    work (cgroup passes, GC) runs during the other's measured turn; its own turn then carries it, as a node
+    would.  Both run again afterwards, however the block ends."""
+
+    def turn(side: int) -> None:
+        os.kill(pids[1 - side], signal.SIGSTOP)
+        os.kill(pids[side], signal.SIGCONT)
+
+    try:
+        yield turn
+    finally:
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGCONT)
+
+
+async def _pair(
+    servers: list[tuple[str, certs.Bundle]], mixes: tuple[NodeMix, NodeMix], samples: int, pids: tuple[int, int]
+) -> Paired:
     identity = "webhook-client"
     clients = []
     for base_url, bundle in servers:
@@ -545,20 +568,22 @@ async def _pair(servers: list[tuple[str, certs.Bundle]], mixes: tuple[NodeMix, N
                 pod = _pod(index)
                 await _allocate_timed(clients[side], pod)
                 held[side].append(pod["metadata"]["uid"])
-        for block in range(-(-(WARMUP + samples) // PAIR_BLOCK)):
-            for side in (0, 1) if block % 2 == 0 else (1, 0):
-                for offset in range(PAIR_BLOCK):
-                    index = block * PAIR_BLOCK + offset
-                    pod = _pod(1_000_000 + index)
-                    elapsed = await _allocate_timed(clients[side], pod)
-                    # release a pod chosen at random, not the new one: the node keeps its count, but its free
-                    # CPUs and memory move, so no decision meets a state an earlier one left (whose hints the
-                    # engine would have kept: a churning node's decisions rarely repeat one)
-                    gone = held[side].pop(choose.randrange(len(held[side])))
-                    held[side].append(pod["metadata"]["uid"])
-                    await _release(clients[side], gone)
-                    if WARMUP <= index < WARMUP + samples:
-                        measured[side].append(elapsed)
+        with _turns(pids) as turn:
+            for block in range(-(-(WARMUP + samples) // PAIR_BLOCK)):
+                for side in (0, 1) if block % 2 == 0 else (1, 0):
+                    turn(side)
+                    for offset in range(PAIR_BLOCK):
+                        index = block * PAIR_BLOCK + offset
+                        pod = _pod(1_000_000 + index)
+                        elapsed = await _allocate_timed(clients[side], pod)
+                        # release a pod chosen at random, not the new one: the node keeps its count, but its
+                        # free CPUs and memory move, so no decision meets a state an earlier one left (whose
+                        # hints the engine would have kept: a churning node's decisions rarely repeat one)
+                        gone = held[side].pop(choose.randrange(len(held[side])))
+                        held[side].append(pod["metadata"]["uid"])
+                        await _release(clients[side], gone)
+                        if WARMUP <= index < WARMUP + samples:
+                            measured[side].append(elapsed)
     finally:
         for client in clients:
             await client.close()
@@ -573,13 +598,14 @@ def side_by_side(
     ``roots``: each side's enforcer from its own checkout (a before/after measured in one run; the
     mixes then usually equal), instead of both from ``root``."""
     with contextlib.ExitStack() as stack:
-        servers = []
+        servers, pids = [], []
         for side, tree in zip(("a", "b"), roots or (root, root), strict=True):
             workdir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix=f"bench-enforcer-{side}-")))
             topology = _synthetic_topology(workdir)
-            base_url, bundle, _ = stack.enter_context(enforcer_process(workdir, topology=topology, root=tree))
+            base_url, bundle, pid = stack.enter_context(enforcer_process(workdir, topology=topology, root=tree))
             servers.append((base_url, bundle))
-        return asyncio.run(_pair(servers, mixes, samples))
+            pids.append(pid)
+        return asyncio.run(_pair(servers, mixes, samples, (pids[0], pids[1])))
 
 
 HELD_MIXES = (NodeMix(HELD_WINDOW), NodeMix(HELD_PODS))
