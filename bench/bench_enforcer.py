@@ -487,6 +487,9 @@ class Paired:
     churning node's do, a turn is a burst of back-to-back bindings as one node gets them, and any
     disturbance of the shared machine falls on both alike.  The enforcer whose turn it is not is frozen
     (SIGSTOP, :func:`_turns`), so its background work lands in its own turns, not in the other's.
+    A frozen enforcer's clocks run on, so a cgroup pass that was stepping aside when frozen may find
+    its budget spent when it thaws and run through its own turn's allocations: that overstates the
+    tail of a node with much background work (the shared-pool mix), it never flatters it.
     This is what "cost flat in pods held"
     asks, and unlike windows of one filling run (the ``--held`` curve) every sample is taken at the
     same count."""

@@ -187,7 +187,7 @@ class EnforcerMetrics:
         )
         self.reconcile_step_aside = Counter(
             "numaguard_enforcer_reconcile_step_aside_seconds",
-            "Time reconcile passes waited for the API's state-changing requests in flight (at most 50 ms a pass).",
+            "Time reconcile passes waited for the API's state-changing requests in flight (at most 0.5 s a pass).",
             registry=r,
         )
         self.cgroup_divergences = Counter(

@@ -93,9 +93,17 @@ second (plus the pass), while the pod that owns it is still being bound, pulled 
 containers are pinned when they start, by the runtime hook); the kubelet allows the same overlap for
 its whole reconcile period (``cpuManagerReconcilePeriod``, 10 s by default).  Pods changed by the
 decision itself (the new pod, a resized one) are not held."""
-STEP_ASIDE_BUDGET_SECONDS: Final = 0.05
+STEP_ASIDE_BUDGET_SECONDS: Final = 0.5
 """The most one pass waits, in all, for the API's requests in flight; past it the pass runs to its end, so under
-sustained load cgroups still follow (a change then waits at most this much more than without the stepping aside)."""
+sustained load cgroups still follow (a change then waits at most this much more than without the stepping aside).
+
+Why half a second: under back-to-back allocations the API is in flight ~90% of the time, so a pass
+progresses in the gaps at a tenth of its speed; the follower pass of a node with 100 shared pods (~25 ms
+of Python with the dry-run driver) then needs ~250 ms of gaps.  With 50 ms the budget ran out a fifth of
+the way and the rest of the pass competed with the allocations (p99 1.2-4x the same node without shared
+pods, ``python -m bench.bench_enforcer --shared-pair 200``).  Nothing waits on a pass meanwhile: the
+runtime hook writes while the pass steps aside, new pods' cgroups do not exist yet at binding, and the
+followers are already held a second (:data:`FOLLOWERS_DELAY_SECONDS`)."""
 
 
 class StepAside(Protocol):
