@@ -194,6 +194,7 @@ def cpus_of(service: NodeService, uid: str) -> str:
 def test_the_worker_holds_a_default_set_change_for_the_followers_but_not_the_pod_it_is_for(
     service: NodeService, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    monkeypatch.setattr(reconciler_module, "FOLLOWERS_DELAY_SECONDS", 3600.0)  # held whatever the machine's pace
     service.allocate(shared_pod(0))
     service.reconciler.run_requested()
     before = cpus_of(service, "web-000")
@@ -208,7 +209,10 @@ def test_the_worker_holds_a_default_set_change_for_the_followers_but_not_the_pod
     assert CPUSet.parse(cpus_of(service, "pod-000")).isdisjoint(CPUSet.parse(cpus_of(service, "web-000")))
 
 
-def test_a_direct_pass_and_a_full_pass_never_hold_the_followers(service: NodeService) -> None:
+def test_a_direct_pass_and_a_full_pass_never_hold_the_followers(
+    service: NodeService, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(reconciler_module, "FOLLOWERS_DELAY_SECONDS", 3600.0)
     service.allocate(shared_pod(0))
     service.reconciler.run_requested()
     before = cpus_of(service, "web-000")
