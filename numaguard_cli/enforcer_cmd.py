@@ -107,10 +107,12 @@ def run(args: argparse.Namespace) -> int:
     except tls.TLSConfigError as err:
         return _fail(str(err))
 
+    from enforcer.service import in_flight
     from enforcer.service.main import create_app
 
     app = create_app(settings)
     gc_tuning.tune_for_serving()
+    sys.setswitchinterval(in_flight.SWITCH_INTERVAL_SECONDS)  # why: enforcer.service.in_flight
     host, port = settings.listen_address()
     return serve.serve(
         app,

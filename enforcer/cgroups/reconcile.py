@@ -145,6 +145,30 @@ class ReconcileReport:
     held: tuple[HeldMemoryDecrease, ...] = ()
     failures: tuple[WriteFailure, ...] = ()
 
+    @classmethod
+    def combined(cls, reports: Sequence[ReconcileReport]) -> ReconcileReport:
+        """One report for a pass driven in several calls (their targets disjoint)."""
+        if len(reports) == 1:
+            return reports[0]
+        return cls(
+            applied=tuple(x for r in reports for x in r.applied),
+            divergences=tuple(x for r in reports for x in r.divergences),
+            pending=tuple(x for r in reports for x in r.pending),
+            skipped=tuple(x for r in reports for x in r.skipped),
+            held=tuple(x for r in reports for x in r.held),
+            failures=tuple(x for r in reports for x in r.failures),
+        )
+
+    def counts(self) -> dict[str, int]:
+        """What a log line says of the report."""
+        return {
+            "writes": len(self.applied),
+            "divergences": len(self.divergences),
+            "pending": len(self.pending),
+            "held": len(self.held),
+            "failures": len(self.failures),
+        }
+
     @property
     def ok(self) -> bool:
         """No write failed (pending, skipped and held fields are expected states, not failures)."""
@@ -215,18 +239,7 @@ def reconcile(
     else:
         steps.sort(key=lambda s: (s.target_index, s.phase == "shrink", s.rank))
     _execute(steps, driver, out)
-    report = out.report()
-    log.info(
-        "cgroups reconciled",
-        extra={
-            "writes": len(report.applied),
-            "divergences": len(report.divergences),
-            "pending": len(report.pending),
-            "held": len(report.held),
-            "failures": len(report.failures),
-        },
-    )
-    return report
+    return out.report()
 
 
 def _ancestors(path: str) -> list[str]:

@@ -185,6 +185,11 @@ class EnforcerMetrics:
         self.cgroup_writes = Counter(
             "numaguard_enforcer_cgroup_writes", "cgroup values written by reconciles.", registry=r
         )
+        self.reconcile_step_aside = Counter(
+            "numaguard_enforcer_reconcile_step_aside_seconds",
+            "Time reconcile passes waited for the API's state-changing requests in flight (at most 0.5 s a pass).",
+            registry=r,
+        )
         self.cgroup_divergences = Counter(
             "numaguard_enforcer_cgroup_divergences",
             "cgroup values found different from the allocation (then repaired), by field.",

@@ -58,6 +58,7 @@ from enforcer.service.errors import (
     StateWriteError,
 )
 from enforcer.service.group_commit import GroupCommit
+from enforcer.service.in_flight import RequestsInFlight
 from enforcer.service.metrics import EnforcerMetrics
 from enforcer.service.persistence import EnginePersistence, PendingWrite
 from enforcer.service.reconciler import CgroupLayout, DesiredPod, DesiredState, Reconciler, ResizeJob
@@ -175,7 +176,8 @@ class NodeService:
         self._resize_since: dict[str, datetime] = {}
         self._in_progress: dict[str, datetime] = {}
         self._started = _now()
-        self.reconciler = Reconciler(driver, layout, self.desired_state, metrics=metrics)
+        self.in_flight = RequestsInFlight()  # the API's state-changing requests; cgroup passes step aside for them
+        self.reconciler = Reconciler(driver, layout, self.desired_state, metrics=metrics, in_flight=self.in_flight)
         # Every start writes a new base (compacting the journal): start-up replays at most one run's journal,
         # and the backup is the base of the previous start (what ``recover-state --mode from-backup`` restores).
         if self._engine is not None:

@@ -108,6 +108,11 @@ async def allocate(request: Request, _: Writer) -> Any:
 
 async def _allocate(request: Request) -> Response:
     """``POST /allocations`` once the caller is authenticated (both routes of :func:`add_allocation_routes`)."""
+    with deps.service_of(request).in_flight.track():  # background cgroup passes step aside (enforcer.service.in_flight)
+        return await _allocate_in_flight(request)
+
+
+async def _allocate_in_flight(request: Request) -> Response:
     # the service, the claims and the two headers are read here, not declared: see enforcer.service.params
     started = time.perf_counter()
     service, claims = deps.service_of(request), deps.claims_of(request)
@@ -197,13 +202,14 @@ async def _release(request: Request) -> Response:
     uid: str = request.path_params["uid"]
     service, claims = deps.service_of(request), deps.claims_of(request)
     attempt = RELEASE_ATTEMPT.read(request)
-    if not attempt:
-        claims.forget(uid)
-        return _json(await service.release_async(uid))
-    async with claims.serialised(uid):
-        if not claims.withdraw(uid, attempt):
-            return _json(models.ReleaseResult(released=False))
-        return _json(await service.release_async(uid))
+    with service.in_flight.track():
+        if not attempt:
+            claims.forget(uid)
+            return _json(await service.release_async(uid))
+        async with claims.serialised(uid):
+            if not claims.withdraw(uid, attempt):
+                return _json(models.ReleaseResult(released=False))
+            return _json(await service.release_async(uid))
 
 
 class _MethodRoute(Route):
@@ -263,9 +269,11 @@ async def resize(
     _: Writer,
     dry_run: Annotated[bool, Query(alias="dryRun", description="only judge feasibility; change nothing")] = False,
 ) -> Any:
-    body = await _read_body(request, contract.ResizeRequest)
-    desired = requests.pod_resources(body.pod, pod_level_resources=service.config.gates.pod_level_resources, uid=uid)
-    return _json(await service.resize_async(uid, desired, dry_run=dry_run))
+    with service.in_flight.track():
+        body = await _read_body(request, contract.ResizeRequest)
+        gates = service.config.gates
+        desired = requests.pod_resources(body.pod, pod_level_resources=gates.pod_level_resources, uid=uid)
+        return _json(await service.resize_async(uid, desired, dry_run=dry_run))
 
 
 @router.get(

@@ -1,4 +1,4 @@
-"""``python -m bench.bench_enforcer --floor`` and ``--held-where`` run end to end against a real enforcer process.
+"""``python -m bench.bench_enforcer --floor``, ``--held-where`` and side-by-side pairs, end to end on real enforcers.
 
 Smoke only (one measured round per client; three held pods for --held-where); no figure is asserted.
 """
@@ -54,3 +54,17 @@ def test_a_server_timing_header_reads_as_its_phases_in_order() -> None:
     header = 'read;dur=0.412, decide;desc="lock and decision";dur=1.5,durable;dur=2, followup'
     assert bench_enforcer.server_timing(header) == {"read": 0.412, "decide": 1.5, "durable": 2.0, "followup": 0.0}
     assert bench_enforcer.server_timing("") == {}
+
+
+def test_side_by_side_measures_the_samples_asked_on_each_node_and_names_its_mix() -> None:
+    mixes = (bench_enforcer.NodeMix(2), bench_enforcer.NodeMix(3, shared=2))
+    root = bench_enforcer.ROOT
+    pair = bench_enforcer.side_by_side(mixes, samples=3, roots=(root, root))  # --against's path: a root per side
+    # warm-up excluded: three samples each (a failed allocation or release raises)
+    assert [len(samples) for samples in pair.samples] == [3, 3]
+    rows = bench_enforcer.pair_rows(pair)
+    assert [row["case"] for row in rows] == [
+        "2 pods held, 3 allocations",
+        "3 pods held + 2 shared-pool pods, 3 allocations",
+    ]
+    assert pair.p99_ratio > 0 and pair.p50_ratio > 0  # a smoke run: no figure is asserted
