@@ -25,6 +25,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from bench import proc
 from bench.ext4_loop import Ext4LoopUnavailable
 from bench.wrk import WrkMissing
 
@@ -190,6 +191,7 @@ def run_sections(args: argparse.Namespace, argv: list[str] | None) -> int:
     lines: list[Line] = []
     notes: list[str] = []
     started = f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, {load_line()}"
+    ticks = proc.cpu_ticks()
     for name, target in SECTIONS.items():
         if args.only and name not in args.only:
             continue
@@ -203,6 +205,10 @@ def run_sections(args: argparse.Namespace, argv: list[str] | None) -> int:
     print(f"command: {command}")
     print(f"machine: {machine_line()}")
     print(f"started: {started}; finished: {time.strftime('%H:%M UTC', time.gmtime())}, {load_line()}")
+    steal = proc.steal_share(ticks, proc.cpu_ticks())
+    print(
+        f"cpu steal during the run: {steal:.1%} of the machine's CPU time (the hypervisor's; 0 when the host is quiet)"
+    )
     print(render(lines))
     if any("†" in line.reference for line in lines):
         notes.append(RECORDED_ELSEWHERE)

@@ -35,6 +35,22 @@ def memory_kib(pid: int) -> tuple[int, int]:
     return values["VmRSS"], values["VmHWM"]
 
 
+def cpu_ticks() -> tuple[int, int]:
+    """The machine's (steal, total) CPU time in clock ticks since boot, from the ``cpu`` line of /proc/stat.
+
+    Steal is time this virtual machine wanted a CPU while the hypervisor ran someone else: the share of
+    a run it took is how much the host, not the code, slowed that run (0 on bare metal)."""
+    fields = Path("/proc/stat").read_text().splitlines()[0].split()
+    ticks = [int(x) for x in fields[1:9]]  # user nice system idle iowait irq softirq steal
+    return ticks[7], sum(ticks)
+
+
+def steal_share(before: tuple[int, int], after: tuple[int, int]) -> float:
+    """The share of the machine's CPU time the hypervisor stole between two :func:`cpu_ticks` readings."""
+    total = after[1] - before[1]
+    return (after[0] - before[0]) / total if total > 0 else 0.0
+
+
 def load_average() -> tuple[float, float, float]:
     """The 1, 5 and 15 minute load averages: how busy the machine was around a measurement."""
     return os.getloadavg()

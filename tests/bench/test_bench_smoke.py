@@ -28,7 +28,7 @@ if str(ROOT) not in sys.path:  # bench/ is a directory of measuring scripts, not
     sys.path.insert(0, str(ROOT))
 
 from bench import __main__ as bench_main  # noqa: E402
-from bench import bench_binding, bench_enforcer, bench_rss, bench_webhook, ext4_loop, wrk  # noqa: E402
+from bench import bench_binding, bench_enforcer, bench_rss, bench_webhook, ext4_loop, proc, wrk  # noqa: E402
 from bench.__main__ import Line  # noqa: E402
 
 ROW_KEYS = {"section", "case", "ours", "reference", "ratio", "check"}
@@ -239,6 +239,15 @@ def test_the_one_table_prints_the_journal_rows(capsys: pytest.CaptureFixture[str
     rows = [row for row in out.splitlines() if row.startswith("| journal append")]
     assert len(rows) == 2 and f"{bench_enforcer.QUICK_JOURNAL_APPENDS} x" in rows[0], out
     assert logging.root.manager.disable == logging.NOTSET  # the tests after this one still see their logs
+    steal = next(row for row in out.splitlines() if row.startswith("cpu steal during the run: "))
+    assert 0 <= float(steal.split(": ")[1].split("%")[0]) <= 100
+
+
+def test_steal_is_a_share_of_the_machines_cpu_time_between_two_readings() -> None:
+    steal, total = proc.cpu_ticks()
+    assert 0 <= steal <= total and total > 0
+    assert proc.steal_share((10, 1000), (30, 1100)) == 0.2  # 20 of 100 ticks
+    assert proc.steal_share((10, 1000), (10, 1000)) == 0.0  # no time passed: nothing to share
 
 
 def test_journal_record_sizes_counts_every_record_and_restores_the_journal(capsys: pytest.CaptureFixture[str]) -> None:
