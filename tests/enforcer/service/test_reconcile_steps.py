@@ -226,3 +226,46 @@ def test_a_direct_pass_and_a_full_pass_never_hold_the_followers(
     service.reconciler.run_all()  # a full pass re-programs every pod, and settles the held change
     assert cpus_of(service, "web-000") != after_direct
     assert service.reconciler.run_requested() is None
+
+
+@pytest.mark.parametrize("followers_delay", [0.0, 3600.0], ids=["followers-at-once", "followers-held"])
+def test_with_the_worker_running_beside_concurrent_requests_every_cgroup_converges(
+    service: NodeService, monkeypatch: pytest.MonkeyPatch, followers_delay: float
+) -> None:
+    """Passes that step aside, let the run lock go and hold followers lose no change: after a burst of
+    allocations and releases from four threads (each marked in flight, as the API marks its requests)
+    with the worker thread running, one more requested pass leaves every cgroup at its desired value,
+    whether the worker re-programmed the followers as it went or held them all along."""
+    monkeypatch.setattr(reconciler_module, "FOLLOWERS_DELAY_SECONDS", followers_delay)
+    for i in range(4):
+        service.allocate(shared_pod(i))
+    service.reconciler.start(0)
+
+    def churn(worker: int) -> None:
+        held: list[str] = []
+        for round_ in range(9):  # at most 7 held at once per thread: 28 of the node's 31 exclusive CPUs
+            pod = one_cpu_pod(100 * worker + round_)
+            with service.in_flight.track():
+                service.allocate(pod)
+            held.append(pod.uid)
+            if round_ % 3 == 2:
+                with service.in_flight.track():
+                    service.release(held.pop(0))
+
+    threads = [threading.Thread(target=churn, args=(w,)) for w in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    service.reconciler.stop()
+    service.reconciler.run_requested(hold_followers=True)  # the worker's last pass, whenever it came
+    service.reconciler.run_requested()  # and what the stopped worker had not come to yet
+    driver = service.reconciler.driver
+    assert isinstance(driver, recording.RecordingCgroupDriver)
+    state = service.desired_state(None)
+    assert len(state.pods) == 4 + 4 * 6  # the shared pods and each thread's 6 kept pods
+    for pod in state.pods:
+        (target, *_) = reconciler_module.pod_targets(
+            pod, layout=service.reconciler.layout, default_cpus=state.default_cpus
+        )
+        assert driver.snapshot(target.path).cpus == target.cpus, pod.uid
