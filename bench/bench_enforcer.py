@@ -438,12 +438,7 @@ async def _hold(
         if after_warmup is not None:
             await asyncio.to_thread(after_warmup)
         for index in range(pods):
-            body = json.dumps({"pod": _pod(index), "nodeName": "node-a"}).encode()
-            started = time.perf_counter()
-            status, answer = await client.request("POST", "/allocations", body)
-            latencies.append(time.perf_counter() - started)
-            if status != 201:
-                raise RuntimeError(f"allocation {index} failed: {status} {answer!r}")
+            latencies.append(await _allocate_timed(client, _pod(index)))
             if phases is not None:
                 phases.append(server_timing(client.last_headers.get("server-timing", "")))
     finally:

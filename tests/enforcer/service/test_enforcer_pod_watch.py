@@ -4,16 +4,13 @@ from __future__ import annotations
 
 import copy
 import threading
-from collections.abc import Iterable, Iterator
-from pathlib import Path
+from collections.abc import Iterable
 from typing import Any
 
 import pytest
-from service_fixtures import make_settings, pod
+from service_fixtures import pod
 
-from enforcer.cgroups import recording
-from enforcer.service import kube, requests, runtime
-from enforcer.service.metrics import EnforcerMetrics
+from enforcer.service import kube, requests
 from enforcer.service.node_service import NodeService
 
 GRACE = 60.0
@@ -45,16 +42,6 @@ class FakePodSource:
             self.stop.set()
             return []
         return self.windows.pop(0)
-
-
-@pytest.fixture
-def service(tmp_path: Path) -> Iterator[NodeService]:
-    running = runtime.start(
-        make_settings(tmp_path / "state"), EnforcerMetrics(), driver=recording.RecordingCgroupDriver(auto_create=True)
-    )
-    running.service.reconciler.stop()
-    yield running.service
-    running.stop()
 
 
 def allocate(service: NodeService, raw: dict[str, Any]) -> str:

@@ -2,23 +2,16 @@
 
 from __future__ import annotations
 
-import tempfile
 import threading
-from collections.abc import Collection, Iterator
-from pathlib import Path
+from collections.abc import Collection
 
 import pytest
 
 from enforcer.cgroups import recording
-from enforcer.engine import config as engine_config
 from enforcer.service import reconciler as reconciler_module
-from enforcer.service import startup
 from enforcer.service.in_flight import RequestsInFlight
-from enforcer.service.metrics import EnforcerMetrics
 from enforcer.service.node_service import NodeService
-from enforcer.service.reconciler import CgroupLayout, DesiredState
-from enforcer.state import journal
-from enforcer.topology import synthetic
+from enforcer.service.reconciler import DesiredState
 from shared.cpuset import CPUSet
 from shared.resources import ContainerResources, PodResources, Resources
 
@@ -28,25 +21,6 @@ ONE_CPU = Resources({"cpu": 1000, "memory": 64 << 20}, {"cpu": 1000, "memory": 6
 def one_cpu_pod(index: int) -> PodResources:
     main = ContainerResources("main", "c", ONE_CPU)
     return PodResources(uid=f"pod-{index:03d}", namespace="ns", name=f"pod-{index}", containers=(main,))
-
-
-@pytest.fixture
-def service() -> Iterator[NodeService]:
-    """A node of 2 NUMA nodes x 8 cores x 2 threads, static CPU policy, cgroups in the recorder (every path exists)."""
-    topology = synthetic.regular(2, cores_per_numa=8)
-    config = engine_config.from_kubelet({"cpuManagerPolicy": "static", "reservedSystemCPUs": "0"})
-    with tempfile.TemporaryDirectory() as workdir:
-        store = journal.JournaledStore(Path(workdir) / "state.json")
-        yield NodeService(
-            node_name="node-a",
-            topology=topology,
-            config=config,
-            store=store,
-            loaded=startup.load_state(store, topology, config),
-            driver=recording.RecordingCgroupDriver(auto_create=True),
-            layout=CgroupLayout(driver="systemd", runtime="containerd", all_numa_nodes=(0, 1)),
-            metrics=EnforcerMetrics(),
-        )
 
 
 class CountingInFlight:
@@ -243,7 +217,7 @@ def test_with_the_worker_running_beside_concurrent_requests_every_cgroup_converg
 
     def churn(worker: int) -> None:
         held: list[str] = []
-        for round_ in range(9):  # at most 7 held at once per thread: 28 of the node's 31 exclusive CPUs
+        for round_ in range(9):  # at most 7 held at once per thread: 28 of the seed node's 30 exclusive CPUs
             pod = one_cpu_pod(100 * worker + round_)
             with service.in_flight.track():
                 service.allocate(pod)
