@@ -10,6 +10,19 @@ watch) wait on a condition (:meth:`GroupCommit.await_durable`); the API's
 handlers wait on the event loop without holding a thread
 (:meth:`GroupCommit.await_durable_async`); both share the same writes.
 
+Where a coroutine's write runs: on the loop's executor thread, so that the loop
+goes on deciding (and the next write gathers those changes) while the disk
+syncs, except when the service says nothing else is in flight
+(``write_on_loop``): then the loop writes itself.  Why: alone, the two thread
+hand-offs (loop to executor, executor back to loop, each a wake-up and a turn
+for the interpreter lock) cost more than they let happen meanwhile, and on a
+two-core node every system call of the executor thread also waited for the
+lock: at 1,024 CPUs the median durable wait of a lone allocation is 0.15-0.4 ms
+shorter on the loop (BENCHMARKS.md, "Enforcer").  The loop is then blocked for
+one append and its ``fdatasync``; a request arriving meanwhile is read right
+after it, and from then on two are in flight, so the next write goes to the
+executor again.
+
 A failed write is handed back to the writer (which rolls the engine back to
 what is durable), and every change after the last durable one is marked lost:
 its waiters get ``StateWriteError``.
@@ -23,7 +36,8 @@ import asyncio
 import contextlib
 import threading
 import time
-from typing import Final, Generic, Protocol, TypeVar
+from collections.abc import Callable
+from typing import Final, Generic, Literal, Protocol, TypeVar
 
 from enforcer.service.errors import StateWriteError
 from enforcer.service.metrics import EnforcerMetrics
@@ -39,6 +53,13 @@ clients: about 14 changes per write instead of 7, a quarter less CPU per request
 """
 
 _Job = TypeVar("_Job")
+
+WriteThread = Literal["caller", "event_loop", "executor"]
+"""Where a write ran: a waiting thread's own (:meth:`GroupCommit.await_durable`), the event loop's or its executor's."""
+
+
+def _never() -> bool:
+    return False
 
 
 class Writer(Protocol[_Job]):
@@ -63,8 +84,18 @@ def _wake(waiters: list[asyncio.Future[None]]) -> None:
 class GroupCommit(Generic[_Job]):
     """Change numbers, the write in flight and its waiters; see the module docstring."""
 
-    def __init__(self, lock: threading.Lock, writer: Writer[_Job], metrics: EnforcerMetrics) -> None:
+    def __init__(
+        self,
+        lock: threading.Lock,
+        writer: Writer[_Job],
+        metrics: EnforcerMetrics,
+        *,
+        write_on_loop: Callable[[], bool] = _never,
+    ) -> None:
+        """``write_on_loop``: asked, on the loop, as a coroutine is about to lead a write; True runs the write
+        on the loop's thread instead of the executor (see the module docstring)."""
         self._lock = lock
+        self._write_on_loop = write_on_loop
         self._commit = threading.Condition(lock)
         self._writer = writer
         self._metrics = metrics
@@ -105,7 +136,7 @@ class GroupCommit(Generic[_Job]):
             covered, job = self._begin()
             self._lock.release()
             try:
-                failure = self._write(job)
+                failure = self._write(job, "caller")
             finally:
                 self._lock.acquire()
                 self._end()
@@ -116,8 +147,9 @@ class GroupCommit(Generic[_Job]):
 
         A waiter parks a future that the end of the write in flight resolves; a leader runs
         the write in the loop's executor (the thread settles it, so a cancelled leader
-        leaves nothing half done).  Before leading, a coroutine lets the loop run
-        :data:`LEADER_ROUNDS` rounds (see there).
+        leaves nothing half done), or on the loop itself when ``write_on_loop`` says so
+        (nothing to cancel then: the coroutine does not yield until the write is settled).
+        Before leading, a coroutine lets the loop run :data:`LEADER_ROUNDS` rounds (see there).
         """
         loop = asyncio.get_running_loop()
         while True:
@@ -139,6 +171,8 @@ class GroupCommit(Generic[_Job]):
                     begun = self._begin()
             if begun is None:
                 await woken
+            elif self._write_on_loop():
+                self._write_and_settle(*begun, where="event_loop")
             else:
                 await loop.run_in_executor(None, self._write_and_settle, *begun)
 
@@ -154,7 +188,7 @@ class GroupCommit(Generic[_Job]):
         self._saving = True
         return self._change_seq, job
 
-    def _write(self, job: _Job) -> state_errors.CheckpointError | None:
+    def _write(self, job: _Job, where: WriteThread) -> state_errors.CheckpointError | None:
         started = time.perf_counter()
         try:
             self._writer.write(job)
@@ -162,6 +196,7 @@ class GroupCommit(Generic[_Job]):
             return err
         finally:
             self._metrics.state_write_seconds.observe(time.perf_counter() - started)
+            self._metrics.child(self._metrics.state_writes, where).inc()
         return None
 
     def _end(self) -> None:
@@ -185,10 +220,10 @@ class GroupCommit(Generic[_Job]):
             self._lost.append((self._durable_seq, self._change_seq, failure.message))
         self._writer.settle(job, failure)
 
-    def _write_and_settle(self, covered: int, job: _Job) -> None:
-        """A write led from the event loop, in an executor thread."""
+    def _write_and_settle(self, covered: int, job: _Job, where: WriteThread = "executor") -> None:
+        """A write led from the event loop, in an executor thread (or on the loop's, ``where`` says)."""
         try:
-            failure = self._write(job)
+            failure = self._write(job, where)
         except BaseException:
             with self._lock:
                 self._end()

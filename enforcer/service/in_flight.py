@@ -50,6 +50,10 @@ class RequestsInFlight:
     def count(self) -> int:
         return self._count
 
+    def alone(self) -> bool:
+        """At most one request in flight: the caller's own (it writes its change on the event loop then)."""
+        return self._count <= 1
+
     @contextlib.contextmanager
     def track(self) -> Iterator[None]:
         """Count one request in flight for the duration of the block (any thread or the event loop)."""

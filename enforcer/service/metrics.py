@@ -135,6 +135,13 @@ class EnforcerMetrics:
             buckets=LATENCY_BUCKETS,
             registry=r,
         )
+        self.state_writes = Counter(
+            "numaguard_enforcer_state_writes",
+            "Durable writes (each covers every change decided before it began), by the thread that ran it: "
+            "event_loop (the only request in flight), executor (others were in flight), caller (the pod watch).",
+            ["thread"],
+            registry=r,
+        )
         self.allocations_missing = Counter(
             "numaguard_enforcer_allocations_missing",
             "Pods bound to this node with a numaguard allocation annotation that the node's state does not hold "

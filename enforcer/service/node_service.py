@@ -167,7 +167,10 @@ class NodeService:
         self.store = store
         self.metrics = metrics
         self._lock = threading.Lock()
-        self._group: GroupCommit[PendingWrite] = GroupCommit(self._lock, _Writer(self), metrics)
+        self.in_flight = RequestsInFlight()  # the API's state-changing requests; cgroup passes step aside for them
+        self._group: GroupCommit[PendingWrite] = GroupCommit(
+            self._lock, _Writer(self), metrics, write_on_loop=self.in_flight.alone
+        )
         self._engine: NodeEngine | None = loaded.engine
         self._problem: StateProblem | None = loaded.problem
         self._persistence = EnginePersistence(store, loaded.snapshot, loaded.engine)
@@ -176,7 +179,6 @@ class NodeService:
         self._resize_since: dict[str, datetime] = {}
         self._in_progress: dict[str, datetime] = {}
         self._started = _now()
-        self.in_flight = RequestsInFlight()  # the API's state-changing requests; cgroup passes step aside for them
         self.reconciler = Reconciler(driver, layout, self.desired_state, metrics=metrics, in_flight=self.in_flight)
         # Every start writes a new base (compacting the journal): start-up replays at most one run's journal,
         # and the backup is the base of the previous start (what ``recover-state --mode from-backup`` restores).

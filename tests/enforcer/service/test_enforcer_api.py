@@ -319,6 +319,28 @@ async def test_a_change_that_cannot_be_saved_is_rolled_back_and_answered_503(
     assert (await api.post("/allocations", json=allocation_request(pod("burstable-web")))).status_code == 201
 
 
+async def test_an_allocation_alone_is_written_on_the_event_loop_and_one_beside_others_on_the_executor(
+    api: httpx.AsyncClient,
+) -> None:
+    """Alone, a change skips the executor's two thread hand-offs; with others in flight the loop keeps deciding."""
+    service = api.app.state.service  # type: ignore[attr-defined]
+
+    def writes(thread: str) -> float:
+        value = service.metrics.registry.get_sample_value("numaguard_enforcer_state_writes_total", {"thread": thread})
+        return value or 0.0
+
+    before = {thread: writes(thread) for thread in ("event_loop", "executor")}
+    alone = await api.post("/allocations", json=allocation_request(pod("tightly-coupled-database")))
+    assert alone.status_code == 201
+    assert writes("event_loop") == before["event_loop"] + 1 and writes("executor") == before["executor"]
+    with service.in_flight.track():  # another request being decided or made durable
+        beside = await api.post("/allocations", json=allocation_request(pod("burstable-web")))
+    assert beside.status_code == 201
+    assert writes("executor") == before["executor"] + 1 and writes("event_loop") == before["event_loop"] + 1
+    released = await api.delete(f"/allocations/{pod('burstable-web')['metadata']['uid']}")
+    assert released.status_code == 200 and writes("event_loop") == before["event_loop"] + 2
+
+
 async def test_a_new_pod_whose_callers_budget_ran_out_is_not_allocated(api: httpx.AsyncClient) -> None:
     """A webhook that gave up on a binding must not leave CPUs held: past its deadline nothing is decided."""
     raw = pod("tightly-coupled-database")

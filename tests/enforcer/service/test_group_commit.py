@@ -108,3 +108,91 @@ def test_coroutines_and_threads_share_the_same_writes() -> None:
     with group.condition:
         group.await_durable(group.last)
     assert writer.written == [5]
+
+
+class ThreadRecordingWriter(ScriptedWriter):
+    """Also records which thread ran each write."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.threads: list[int] = []
+
+    def write(self, job: int) -> None:
+        self.threads.append(threading.get_ident())
+        super().write(job)
+
+
+def _writes(metrics: EnforcerMetrics, thread: str) -> float:
+    value = metrics.registry.get_sample_value("numaguard_enforcer_state_writes_total", {"thread": thread})
+    return value or 0.0
+
+
+@pytest.mark.parametrize(
+    ("on_loop", "where"), [(True, "event_loop"), (False, "executor")], ids=["alone", "others-in-flight"]
+)
+def test_a_coroutine_leads_its_write_on_the_loop_only_when_the_service_says_so(on_loop: bool, where: str) -> None:
+    lock, writer, metrics = threading.Lock(), ThreadRecordingWriter(), EnforcerMetrics()
+    asked: list[int] = []
+
+    def write_on_loop() -> bool:
+        asked.append(threading.get_ident())
+        return on_loop
+
+    group = GroupCommit(lock, writer, metrics, write_on_loop=write_on_loop)
+    writer.group = group
+
+    async def main() -> int:
+        with lock:
+            seqs = [group.changed() for _ in range(3)]
+        await asyncio.gather(*(group.await_durable_async(seq) for seq in seqs))
+        return threading.get_ident()
+
+    loop_thread = asyncio.run(main())
+    assert writer.written == [3]  # one write covers the three, wherever it runs
+    assert asked == [loop_thread]  # asked once, by the leader, on the loop
+    assert (writer.threads[0] == loop_thread) is on_loop
+    assert _writes(metrics, where) == 1 and _writes(metrics, "caller") == 0
+
+
+def test_a_failed_write_on_the_loop_fails_its_changes_and_the_next_write_goes_ahead() -> None:
+    lock, writer = threading.Lock(), ScriptedWriter()
+    group = GroupCommit(lock, writer, EnforcerMetrics(), write_on_loop=lambda: True)
+    writer.group = group
+    writer.fail_next = True
+
+    async def main() -> None:
+        with lock:
+            lost = group.changed()
+        with pytest.raises(StateWriteError, match="rolled back: disk full"):
+            await group.await_durable_async(lost)
+        with lock:
+            kept = group.changed()
+        await group.await_durable_async(kept)
+
+    asyncio.run(main())
+    assert writer.settled == [(1, False), (2, True)] and writer.written == [2]
+
+
+def test_a_thread_waiting_on_the_condition_is_woken_by_a_write_on_the_loop() -> None:
+    """The pod watch's thread and the API's coroutines share writes whichever thread runs them."""
+    lock, writer = threading.Lock(), ScriptedWriter()
+    group = GroupCommit(lock, writer, EnforcerMetrics(), write_on_loop=lambda: True)
+    writer.group = group
+    with lock:
+        seq = group.changed()
+    writer.release_write.clear()
+    parked = threading.Event()
+
+    def watch() -> None:
+        assert writer.in_write.wait(10)
+        with group.condition:
+            # the write can settle only once this thread lets go of the lock, i.e. parks in await_durable
+            writer.release_write.set()
+            group.await_durable(seq)  # a write is in flight: it waits for that one instead of leading its own
+        parked.set()
+
+    waiter = threading.Thread(target=watch)
+    waiter.start()
+    asyncio.run(group.await_durable_async(seq))
+    waiter.join(10)
+    assert parked.is_set() and writer.written == [1] and writer.settled == [(1, True)]
