@@ -34,7 +34,7 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 
 from servicekit import telemetry, tls
-from webhook import discovery, enforcer_client, errors, pod_cache, routes
+from webhook import discovery, enforcer_client, errors, pod_cache, review_app, routes
 from webhook import settings as settings_module
 from webhook.handlers import pod_binding
 from webhook.metrics import WebhookMetrics
@@ -148,13 +148,16 @@ def create_app(settings: WebhookSettings, *, components: Components | None = Non
             await pod_binding.finish_pending_releases()  # before the client they use is closed
             await client.aclose()
 
-    app = FastAPI(
+    fastapi_telemetry = telemetry.fastapi_telemetry()
+    app = review_app.WebhookApp(
         title="numaguard webhook",
         lifespan=lifespan,
         docs_url=None,
         redoc_url=None,
         openapi_url=None,
-        telemetry=telemetry.fastapi_telemetry(),
+        telemetry=fastapi_telemetry,
+        direct_routes=routes.REVIEW_ENDPOINTS,
+        direct=fastapi_telemetry is telemetry.OFF,  # traces the operator asked for need the whole stack
     )
     app.state.services = services
     # The review routes are the app's own, matched first: behind an included router every review would be matched

@@ -94,6 +94,9 @@ class _ReviewEndpoint:
 
 mutate = _ReviewEndpoint("mutate")
 validate = _ReviewEndpoint("validate")
+REVIEW_ENDPOINTS: dict[str, _ReviewEndpoint] = {"/mutate": mutate, "/validate": validate}
+"""The review routes by path: the app's own routes (:func:`add_review_routes`) and its direct path
+(:class:`webhook.review_app.WebhookApp`) serve the same endpoints."""
 
 
 def add_review_routes(app: FastAPI) -> None:
@@ -105,8 +108,8 @@ def add_review_routes(app: FastAPI) -> None:
     (WebhookError: HTTP 400 with a message) and middleware apply to them as before.
     """
     # Route (what Router.add_route builds) takes an ASGI app as its endpoint; add_route's type admits functions only
-    app.router.routes.append(Route("/mutate", mutate, methods=["POST"], include_in_schema=False))
-    app.router.routes.append(Route("/validate", validate, methods=["POST"], include_in_schema=False))
+    for path, endpoint in REVIEW_ENDPOINTS.items():
+        app.router.routes.append(Route(path, endpoint, methods=["POST"], include_in_schema=False))
 
 
 @router.get("/healthz")
