@@ -40,7 +40,8 @@ row also gives the enforcer process's CPU time per request (all threads, from
 round trips next to the enforcer's own histograms over the same allocations (time in the app, the
 decision under the lock, the durable write after it; ``/metrics`` scraped with the read-only
 identity after the warm-up and after the run): how many allocations each finished within 1, 2.5, 5,
-10 and 25 ms; then the slowest round trips of each run split by the ``Server-Timing`` header of their
+10 and 25 ms; each run's medians (round trip, each phase, outside); then the slowest round trips of
+each run split by the ``Server-Timing`` header of their
 answers (read the pod, lock wait + decision, durable wait, follow-up, encode) and what was outside the
 app (the round trip minus those: TLS, HTTP, the client, scheduling).
 ``--quick`` measures what ``python -m bench --quick`` does for this section (30 allocations per
@@ -653,6 +654,15 @@ class HeldWhere:
         pairs = sorted(zip(self.client_ms, self.phases, strict=True), key=lambda pair: pair[0], reverse=True)
         return [(ms, {**phases, "outside": ms - sum(phases.values())}) for ms, phases in pairs[:count]]
 
+    def medians(self) -> dict[str, float]:
+        """The median round trip and the median of each phase (and of ``outside``), each over every allocation."""
+        pairs = zip(self.client_ms, self.phases, strict=True)
+        split = [{**phases, "outside": ms - sum(phases.values())} for ms, phases in pairs]
+        names = list(split[0]) if split else []
+        return {"round trip": statistics.median(self.client_ms)} | {
+            name: statistics.median(each[name] for each in split) for name in names
+        }
+
 
 def _scrape_buckets(base_url: str, bundle: certs.Bundle) -> dict[str, dict[float, int]]:
     identity = "metrics-client"
@@ -1254,6 +1264,9 @@ def _print_where(runs: list[HeldWhere]) -> int:
             total = len(run.client_ms) if name == "client (round trip)" else int(counts.get(float("inf"), 0))
             cells = " ".join(f"{counts.get(bound, 0):>9}" for bound in WHERE_BOUNDS_MS)
             print(f"{number:>3} {name:<22} {cells} {total:>5}")
+    print("medians of each run (each phase's median over every allocation, so they need not add up), ms")
+    for number, run in enumerate(runs, 1):
+        print(f"{number:>3} " + ", ".join(f"{name} {value:.2f}" for name, value in run.medians().items()))
     print(f"the {WHERE_SLOWEST} slowest round trips of each run, by phase (Server-Timing; outside: not in the app), ms")
     for number, run in enumerate(runs, 1):
         for ms, phases in run.slowest(WHERE_SLOWEST):

@@ -5,6 +5,7 @@ Smoke only (one measured round per client; three held pods for --held-where); no
 
 from __future__ import annotations
 
+import statistics
 import sys
 from pathlib import Path
 
@@ -48,6 +49,8 @@ def test_the_held_where_split_counts_every_measured_allocation_on_each_side() ->
     assert [list(phases) for phases in where.phases] == [["read", "decide", "durable", "followup", "answer"]] * 3
     (slowest_ms, split), *_ = where.slowest(1)
     assert slowest_ms == max(where.client_ms) and sum(split.values()) == pytest.approx(slowest_ms)
+    medians = where.medians()
+    assert list(medians) == ["round trip", *split] and medians["round trip"] == statistics.median(where.client_ms)
 
 
 def test_a_server_timing_header_reads_as_its_phases_in_order() -> None:
