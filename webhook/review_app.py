@@ -2,7 +2,7 @@
 
 Why: every ``POST /mutate`` and ``/validate`` went through six layers before its endpoint (FastAPI's
 server-error, exception-telemetry, body-limit, exception and exit-stack middleware, then the router)
-and back through their ``send`` wrappers, about a seventh of a replica review's CPU in process
+and back through their ``send`` wrappers: a tenth of a replica review's instructions in process
 (``python -m bench.webhook_instructions``; BENCHMARKS.md, "Webhook").  The reviews are the load;
 the probes and ``/metrics`` are not, and keep the whole stack.
 
