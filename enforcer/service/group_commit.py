@@ -22,7 +22,9 @@ the loop with the host quiet, and its median round trip 12-15% shorter when the
 host is busy (BENCHMARKS.md, "Enforcer").  The loop is then blocked for
 one append and its ``fdatasync``; a request arriving meanwhile is read right
 after it, and from then on two are in flight, so the next write goes to the
-executor again.
+executor again.  A slow disk must not freeze the API (probes, reads, other
+decisions): after a write that took :data:`LOOP_WRITE_MAX_SECONDS` or more, writes
+go to the executor until one is fast again.
 
 A failed write is handed back to the writer (which rolls the engine back to
 what is durable), and every change after the last durable one is marked lost:
@@ -52,6 +54,14 @@ the same write.  On an idle loop the rounds take microseconds; under load each r
 is longer and more changes join, so writes are fewer and larger (measured at 16
 clients: about 14 changes per write instead of 7, a quarter less CPU per request).
 """
+
+LOOP_WRITE_MAX_SECONDS: Final = 0.002
+"""A write runs on the event loop only while the last write took less than this.
+
+The loop is blocked for as long as a write on it takes: on this machine kind the journal append
+alone has a median of 0.2-0.35 ms and a p99 under 1 ms (``python -m bench --only journal``), so
+2 ms is a disk in trouble (a saturated device, a network volume); the executor then keeps the
+loop serving, and the first fast write brings lone writes back to the loop."""
 
 _Job = TypeVar("_Job")
 
@@ -92,11 +102,15 @@ class GroupCommit(Generic[_Job]):
         metrics: EnforcerMetrics,
         *,
         write_on_loop: Callable[[], bool] = _never,
+        clock: Callable[[], float] = time.perf_counter,
     ) -> None:
         """``write_on_loop``: asked, on the loop, as a coroutine is about to lead a write; True runs the write
-        on the loop's thread instead of the executor (see the module docstring)."""
+        on the loop's thread instead of the executor, unless the last write was slow (see the module
+        docstring).  ``clock``: seconds, for the writes' durations (tests script it)."""
         self._lock = lock
         self._write_on_loop = write_on_loop
+        self._clock = clock
+        self._last_write_seconds = 0.0
         self._commit = threading.Condition(lock)
         self._writer = writer
         self._metrics = metrics
@@ -172,7 +186,7 @@ class GroupCommit(Generic[_Job]):
                     begun = self._begin()
             if begun is None:
                 await woken
-            elif self._write_on_loop():
+            elif self._last_write_seconds < LOOP_WRITE_MAX_SECONDS and self._write_on_loop():
                 self._write_and_settle(*begun, where="event_loop")
             else:
                 await loop.run_in_executor(None, self._write_and_settle, *begun)
@@ -190,13 +204,14 @@ class GroupCommit(Generic[_Job]):
         return self._change_seq, job
 
     def _write(self, job: _Job, where: WriteThread) -> state_errors.CheckpointError | None:
-        started = time.perf_counter()
+        started = self._clock()
         try:
             self._writer.write(job)
         except state_errors.CheckpointError as err:
             return err
         finally:
-            self._metrics.state_write_seconds.observe(time.perf_counter() - started)
+            self._last_write_seconds = self._clock() - started
+            self._metrics.state_write_seconds.observe(self._last_write_seconds)
             self._metrics.child(self._metrics.state_writes, where).inc()
         return None
 

@@ -8,7 +8,7 @@ import threading
 import pytest
 
 from enforcer.service.errors import StateWriteError
-from enforcer.service.group_commit import GroupCommit
+from enforcer.service.group_commit import LOOP_WRITE_MAX_SECONDS, GroupCommit
 from enforcer.service.metrics import EnforcerMetrics
 from enforcer.state import errors as state_errors
 
@@ -196,3 +196,24 @@ def test_a_thread_waiting_on_the_condition_is_woken_by_a_write_on_the_loop() -> 
     asyncio.run(group.await_durable_async(seq))
     waiter.join(10)
     assert parked.is_set() and writer.written == [1] and writer.settled == [(1, True)]
+
+
+def test_after_a_slow_write_lone_writes_go_to_the_executor_until_one_is_fast_again() -> None:
+    """A slow disk must not block the event loop write after write (probes and reads wait behind it)."""
+    took = [0.0001, LOOP_WRITE_MAX_SECONDS, 0.0001, 0.0001]  # seconds each write takes, by the scripted clock
+    ticks = iter(t for seconds in took for t in (0.0, seconds))  # (start, end) of each write
+    lock, writer, metrics = threading.Lock(), ThreadRecordingWriter(), EnforcerMetrics()
+    group = GroupCommit(lock, writer, metrics, write_on_loop=lambda: True, clock=lambda: next(ticks))
+    writer.group = group
+
+    async def main() -> int:
+        for _ in took:
+            with lock:
+                seq = group.changed()
+            await group.await_durable_async(seq)
+        return threading.get_ident()
+
+    loop_thread = asyncio.run(main())
+    on_loop = [thread == loop_thread for thread in writer.threads]
+    assert on_loop == [True, True, False, True]  # the slow second write sends the third to the executor
+    assert _writes(metrics, "event_loop") == 3 and _writes(metrics, "executor") == 1
