@@ -9,10 +9,11 @@ the probes and ``/metrics`` are not, and keep the whole stack.
 What those layers did for the review routes, and what :class:`WebhookApp` keeps:
 
 * an exception that escapes the endpoint: the app's handler for its class (looked up along the
-  class's MRO, as Starlette's ``ExceptionMiddleware`` does; ``WebhookError`` -> HTTP 400/413 with a
-  message, logged and counted), else HTTP 500 ``Internal Server Error`` (plain text) when nothing was
-  sent yet, then re-raised for the server to log, as ``ServerErrorMiddleware`` does.  A handled
-  exception after the answer started is a ``RuntimeError``, as there.
+  class's MRO, as Starlette's ``ExceptionMiddleware`` does; ``WebhookError`` -> its own status, 400
+  for a bad review, 401/403 for a refused caller, with a message, logged and counted), else HTTP 500
+  ``Internal Server Error`` (plain text) when nothing was sent yet, then re-raised for the server to
+  log, as ``ServerErrorMiddleware`` does.  A handled exception after the answer started is a
+  ``RuntimeError``, as there.
 * routing: only an exact ``POST`` to a review path is answered here; another method or path (a 405,
   a redirect for a trailing slash) goes through the stack as before.
 * what the direct path cannot honour turns it off for the app's life, so the stack answers as before:
