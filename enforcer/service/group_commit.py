@@ -18,8 +18,8 @@ hand-offs (loop to executor, executor back to loop, each a wake-up and a turn
 for the interpreter lock) cost more than they let happen meanwhile, and on a
 two-core node every system call of the executor thread also waited for the
 lock: at 1,024 CPUs a lone allocation's median durable wait is ~0.1 ms shorter on
-the loop with the host quiet, and its median round trip 12-15% shorter when the
-host is busy (BENCHMARKS.md, "Enforcer").  The loop is then blocked for
+the loop with the host quiet and 0.2-0.3 ms shorter when it is busy (BENCHMARKS.md,
+"Enforcer").  The loop is then blocked for
 one append and its ``fdatasync``; a request arriving meanwhile is read right
 after it, and from then on two are in flight, so the next write goes to the
 executor again.  A slow disk must not freeze the API (probes, reads, other
