@@ -24,7 +24,7 @@ one append and its ``fdatasync``; a request arriving meanwhile is read right
 after it, and from then on two are in flight, so the next write goes to the
 executor again.  A slow disk must not freeze the API (probes, reads, other
 decisions): after a write that took :data:`LOOP_WRITE_MAX_SECONDS` or more, writes
-go to the executor until one is fast again.
+go to the executor until one is fast again (:mod:`enforcer.service.loop_work`).
 
 A failed write is handed back to the writer (which rolls the engine back to
 what is durable), and every change after the last durable one is marked lost:
@@ -43,6 +43,7 @@ from collections.abc import Callable
 from typing import Final, Generic, Literal, Protocol, TypeVar
 
 from enforcer.service.errors import StateWriteError
+from enforcer.service.loop_work import LoopWorkGuard
 from enforcer.service.metrics import EnforcerMetrics
 from enforcer.state import errors as state_errors
 
@@ -110,7 +111,7 @@ class GroupCommit(Generic[_Job]):
         self._lock = lock
         self._write_on_loop = write_on_loop
         self._clock = clock
-        self._last_write_seconds = 0.0
+        self._loop_guard = LoopWorkGuard(LOOP_WRITE_MAX_SECONDS)
         self._commit = threading.Condition(lock)
         self._writer = writer
         self._metrics = metrics
@@ -186,7 +187,7 @@ class GroupCommit(Generic[_Job]):
                     begun = self._begin()
             if begun is None:
                 await woken
-            elif self._last_write_seconds < LOOP_WRITE_MAX_SECONDS and self._write_on_loop():
+            elif self._loop_guard.allows() and self._write_on_loop():
                 self._write_and_settle(*begun, where="event_loop")
             else:
                 await loop.run_in_executor(None, self._write_and_settle, *begun)
@@ -210,8 +211,9 @@ class GroupCommit(Generic[_Job]):
         except state_errors.CheckpointError as err:
             return err
         finally:
-            self._last_write_seconds = self._clock() - started
-            self._metrics.state_write_seconds.observe(self._last_write_seconds)
+            seconds = self._clock() - started
+            self._loop_guard.record(seconds)
+            self._metrics.state_write_seconds.observe(seconds)
             self._metrics.child(self._metrics.state_writes, where).inc()
         return None
 

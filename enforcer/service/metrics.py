@@ -179,8 +179,9 @@ class EnforcerMetrics:
         )
         self.reconcile_runs = Counter(
             "numaguard_enforcer_reconcile_runs",
-            "cgroup reconcile runs, by trigger (change, periodic, startup, manual).",
-            ["trigger"],
+            "cgroup reconcile passes, by trigger (change, periodic, startup, manual) and by the thread that ran "
+            "them: worker (the reconciler's), event_loop (a new pod alone in flight, after its answer), caller.",
+            ["trigger", "thread"],
             registry=r,
         )
         self.reconcile_errors = Counter(

@@ -32,6 +32,7 @@ Must not: import FastAPI (``routes`` translates), talk to the Kubernetes API
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import copy
 import logging
@@ -305,7 +306,9 @@ class NodeService:
             allocated = self._decide_allocation(pod)
         decided_at = time.perf_counter()
         await self._group.await_durable_async(allocated.seq)
-        return self._allocated(pod, allocated, decided_at=decided_at, durable_at=time.perf_counter())
+        return self._allocated(
+            pod, allocated, decided_at=decided_at, durable_at=time.perf_counter(), on_loop=self.in_flight.alone()
+        )
 
     def _holds(self, uid: str) -> bool:
         return self._engine is not None and uid in self._engine.state.pods
@@ -349,11 +352,23 @@ class NodeService:
         self.metrics.observe_admission(counts, milliseconds=seconds * 1000, reason=decision.reason)
 
     def _allocated(
-        self, pod: PodResources, allocated: _Allocated, *, decided_at: float = 0.0, durable_at: float = 0.0
+        self,
+        pod: PodResources,
+        allocated: _Allocated,
+        *,
+        decided_at: float = 0.0,
+        durable_at: float = 0.0,
+        on_loop: bool = False,
     ) -> AllocateOutcome:
+        """Log and queue the new pod's cgroups.  ``on_loop`` (on the event loop, the request alone in flight):
+        the loop programs them itself once the answer is out, when nothing else came in meanwhile
+        (:meth:`Reconciler.run_here`: the callback runs after this coroutine's answer is written, which
+        happens without yielding to the loop)."""
         if not allocated.existed:
             log.info("pod allocated", extra={"pod_uid": pod.uid, "pod": pod.key})
-            self.reconciler.request([pod.uid], default_changed=allocated.default_changed)
+            self.reconciler.request([pod.uid], default_changed=allocated.default_changed, wake=not on_loop)
+            if on_loop:
+                asyncio.get_running_loop().call_soon(self.reconciler.run_here)
         return AllocateOutcome(not allocated.existed, allocated.allocation, decided_at, durable_at)
 
     def release(self, uid: str, *, cause: ReleaseCause = "api") -> models.ReleaseResult:

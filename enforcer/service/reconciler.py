@@ -46,9 +46,21 @@ of :data:`PODS_PER_STEP` pods and steps aside for the API's requests in flight
 (:mod:`enforcer.service.in_flight`): a decision never waits for cgroupfs work.
 The first full pass after start-up is kept as the start-up divergence report.
 
-Must not: decide allocations, or hold the service's decision lock while it
+A new pod allocated while no other request is in flight is programmed on the
+event loop right after its answer went out (:meth:`Reconciler.run_here`), not by
+the worker.  Why: a pass is Python, and a thread running Python beside the loop
+makes each of the loop's system calls (the next request's reads, its durable
+write, its answer) wait for the interpreter lock, up to the switch interval each
+time, so one pass delayed several requests by more than its own length; on the
+loop it delays at most the request that arrives during it, by what is left of it
+(BENCHMARKS.md, "Enforcer").  The worker still takes everything else: passes with
+others in flight, resizes, followers, full passes, and every pass once cgroupfs
+was slow (:mod:`enforcer.service.loop_work`).
+
+Must not: decide allocations, hold the service's decision lock while it
 touches cgroupfs (it reads the desired state through a callback that takes
-the lock briefly).
+the lock briefly), or make the event loop wait (for the run lock, or for
+requests in flight).
 """
 
 from __future__ import annotations
@@ -68,6 +80,7 @@ from enforcer.cgroups import hierarchy, naming, reconcile
 from enforcer.cgroups import resize as cgresize
 from enforcer.engine.view import ContainerView, PodView
 from enforcer.service import models
+from enforcer.service.loop_work import LoopWorkGuard
 from enforcer.service.metrics import EnforcerMetrics
 from shared.cpuset import CPUSet
 from shared.resources import CPU, MEMORY, PodResources, QOSClass
@@ -75,6 +88,8 @@ from shared.resources import CPU, MEMORY, PodResources, QOSClass
 log = logging.getLogger(__name__)
 
 Trigger = Literal["change", "periodic", "startup", "manual"]
+RunThread = Literal["worker", "event_loop", "caller"]
+"""Where a pass ran: the reconciler's worker thread, the event loop (:meth:`Reconciler.run_here`), or a caller's."""
 COALESCE_SECONDS = 0.05
 """The worker's pause after each pass: the most a change waits for its cgroups beyond the pass itself."""
 _EXCLUSIVE = ("node_exclusive", "pod_exclusive")
@@ -104,6 +119,16 @@ the way and the rest of the pass competed with the allocations (p99 1.2-4x the s
 pods, ``python -m bench.bench_enforcer --shared-pair 200``).  Nothing waits on a pass meanwhile: the
 runtime hook writes while the pass steps aside, new pods' cgroups do not exist yet at binding, and the
 followers are already held a second (:data:`FOLLOWERS_DELAY_SECONDS`)."""
+
+
+LOOP_PASS_MAX_SECONDS_PER_POD: Final = 0.001
+"""The event loop runs a pass itself only while the last pass drove cgroupfs at less than this per pod.
+
+Measured with the recording driver at 1,024 CPUs, a pod's whole pass is ~0.2-0.3 ms of CPU
+(``python -m bench.bench_enforcer --held-split``), of which the driver's reads and writes are a part;
+real cgroupfs writes take microseconds.  A millisecond per pod means the kernel is making writes wait
+(a cpuset change waiting for an RCU grace period, a memory limit reclaiming): the worker then takes
+every pass, so the loop keeps serving, until one of its passes is quick again."""
 
 
 class StepAside(Protocol):
@@ -280,8 +305,12 @@ class Reconciler:
         metrics: EnforcerMetrics,
         clock: Callable[[], datetime] = _now,
         in_flight: StepAside | None = None,
+        timer: Callable[[], float] = time.perf_counter,
     ) -> None:
+        """``timer``: seconds, for how long a pass's cgroupfs work took (tests script it)."""
         self.driver = driver
+        self._timer = timer
+        self._loop_guard = LoopWorkGuard(LOOP_PASS_MAX_SECONDS_PER_POD)
         self._in_flight = in_flight
         self.layout = layout
         self._desired = desired
@@ -313,19 +342,51 @@ class Reconciler:
         default_changed: bool = False,
         everything: bool = False,
         resize: ResizeJob | None = None,
+        wake: bool = True,
     ) -> None:
         """Queue pods for the next pass: ``uids``, plus every pod that follows the default set when it changed.
 
-        ``everything``: every pod (what the periodic pass does anyway).
+        ``everything``: every pod (what the periodic pass does anyway).  ``wake=False``: the caller
+        calls :meth:`run_here` next, so the worker is woken only for what only it does (a resize, a
+        full pass, and the timer of a default-set change it does not hold yet); waking it for
+        nothing would cost the caller's thread a turn for the interpreter lock.
         """
         with self._pending_lock:
             self._pending.update(uids)
             if default_changed and self._default_changed_at is None:
                 self._default_changed_at = time.monotonic()
+                wake = True
             self._pending_all = self._pending_all or everything
             if resize is not None:
                 self._resizes.append(resize)
-        self._wake.set()
+            wake = wake or everything or resize is not None
+        if wake:
+            self._wake.set()
+
+    def run_here(self) -> bool:
+        """Program the queued pods on the calling thread (the event loop, after an answer went out); False if not.
+
+        Runs only what is cheap and safe to run without stepping aside: at most :data:`PODS_PER_STEP`
+        queued pods, no resize, no full pass, no requests in flight (a request that arrived since
+        would wait for the pass), no pass running (the loop never waits for the run lock), and
+        cgroupfs quick the last time (:data:`LOOP_PASS_MAX_SECONDS_PER_POD`).  Otherwise the worker
+        is woken and takes the queue.  Followers stay held for the worker either way.
+        """
+        busy = self._in_flight is not None and self._in_flight.count > 0
+        if busy or not self._loop_guard.allows() or not self._run_lock.acquire(blocking=False):
+            self._wake.set()
+            return False
+        try:
+            with self._pending_lock:
+                if self._resizes or self._pending_all or len(self._pending) > PODS_PER_STEP:
+                    self._wake.set()
+                    return False
+                uids, self._pending = self._pending, set()
+            if uids:
+                self._run(uids, "change", thread="event_loop", step_aside=False)
+            return True
+        finally:
+            self._run_lock.release()
 
     def forget(self, uid: str) -> None:
         """Drop what is known about a released pod's cgroups."""
@@ -363,7 +424,7 @@ class Reconciler:
                     uids |= self._followers
             if not uids and not everything:
                 return None
-            return self._run(None if everything else uids, trigger)
+            return self._run(None if everything else uids, trigger, thread=self._thread())
 
     def run_all(self, trigger: Trigger = "manual") -> reconcile.ReconcileReport:
         """Reconcile every pod now (drift repair); the first such run after start-up is the start-up report."""
@@ -376,7 +437,7 @@ class Reconciler:
                 self._resizes.clear()
             for job in resizes:
                 self._actuate_resize(job)
-            return self._run(None, trigger)
+            return self._run(None, trigger, thread=self._thread())
 
     def program(self, targets: Sequence[reconcile.CgroupTarget]) -> reconcile.ReconcileReport:
         """Drive ``targets`` now, serialised with the worker's passes (the runtime hook's entry point).
@@ -393,18 +454,26 @@ class Reconciler:
             self._metrics.reconcile_errors.labels(kind="write").inc(len(report.failures))
         return report
 
-    def _run(self, uids: Collection[str] | None, trigger: Trigger) -> reconcile.ReconcileReport:
-        """One pass over ``uids`` (every pod when None), :data:`PODS_PER_STEP` pods at a time.
+    def _thread(self) -> RunThread:
+        return "worker" if threading.current_thread() is self._worker else "caller"
+
+    def _run(
+        self, uids: Collection[str] | None, trigger: Trigger, *, thread: RunThread, step_aside: bool = True
+    ) -> reconcile.ReconcileReport:
+        """One pass over ``uids`` (every pod when None), :data:`PODS_PER_STEP` pods at a time.  Run lock held.
 
         Before each step the pass lets the API's requests in flight finish (within
-        :data:`STEP_ASIDE_BUDGET_SECONDS` for the whole pass; see :mod:`enforcer.service.in_flight`).
+        :data:`STEP_ASIDE_BUDGET_SECONDS` for the whole pass; see :mod:`enforcer.service.in_flight`),
+        unless ``step_aside`` is False (:meth:`run_here`).
         A step reads its pods' desired state and drives their cgroups; pods are independent
         here (a pod's cgroups and its containers' are one subtree, ordered within the step).
+        The slowest step's cgroupfs time per pod decides whether the loop may run the next pass.
         """
         owners: dict[str, str] = {}
         parts: list[reconcile.ReconcileReport] = []
         seen: list[DesiredPod] = []
-        for state in self._steps(uids):
+        slowest_per_pod = 0.0
+        for state in self._steps(uids, step_aside=step_aside):
             targets: list[reconcile.CgroupTarget] = []
             unnameable: dict[str, str] = {}
             for pod in state.pods:
@@ -419,20 +488,23 @@ class Reconciler:
                     if target.path not in owners:
                         owners[target.path] = pod.uid
                         targets.append(target)
+            started = self._timer()
             try:
                 part = reconcile.reconcile(hierarchy.with_untracked_children(targets, self.driver), self.driver)
             except cgerrors.CgroupError as err:
                 self._metrics.reconcile_errors.labels(kind="reconcile").inc()
                 log.error("cgroup reconcile failed", extra={"error": err.message, "trigger": trigger})
                 part = reconcile.ReconcileReport()
+            slowest_per_pod = max(slowest_per_pod, (self._timer() - started) / max(1, len(state.pods)))
             self._record(state, owners, part, unnameable)
             parts.append(part)
             seen.extend(state.pods)
+        self._loop_guard.record(slowest_per_pod)
         report = reconcile.ReconcileReport.combined(parts)
         if uids is None:  # a full pass saw every pod: statuses of released pods go, and so do their followers
             self._keep_only(seen)
-        log.info("cgroup pass", extra={"trigger": trigger, "pods": len(seen), **report.counts()})
-        self._metrics.reconcile_runs.labels(trigger=trigger).inc()
+        log.info("cgroup pass", extra={"trigger": trigger, "ran_on": thread, "pods": len(seen), **report.counts()})
+        self._metrics.child(self._metrics.reconcile_runs, trigger, thread).inc()
         self._metrics.cgroup_writes.inc(len(report.applied))
         self._metrics.count_divergences(d.field for d in report.divergences)
         if report.failures:
@@ -453,13 +525,13 @@ class Reconciler:
                 )
         return report
 
-    def _steps(self, uids: Collection[str] | None) -> Iterator[DesiredState]:
+    def _steps(self, uids: Collection[str] | None, *, step_aside: bool) -> Iterator[DesiredState]:
         """The pass's pods, a step at a time, each read after stepping aside for the API's requests.
 
         A full pass reads every pod at once (one look under the service's lock, so no pod is
         missed or seen twice) and drives it in steps; a change pass reads each step's pods
         when it comes to them, so its reads, too, leave the lock free between steps."""
-        budget = STEP_ASIDE_BUDGET_SECONDS
+        budget = STEP_ASIDE_BUDGET_SECONDS if step_aside else 0.0
         budget -= self._step_aside(budget)
         if uids is None:
             state = self._desired(None)

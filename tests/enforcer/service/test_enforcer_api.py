@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -339,6 +340,32 @@ async def test_an_allocation_alone_is_written_on_the_event_loop_and_one_beside_o
     assert writes("executor") == before["executor"] + 1 and writes("event_loop") == before["event_loop"] + 1
     released = await api.delete(f"/allocations/{pod('burstable-web')['metadata']['uid']}")
     assert released.status_code == 200 and writes("event_loop") == before["event_loop"] + 2
+
+
+async def test_a_new_pod_alone_in_flight_is_programmed_by_the_event_loop_once_answered(
+    api: httpx.AsyncClient,
+) -> None:
+    """Alone, the new pod's cgroup pass runs on the loop after the answer (no worker thread beside the loop);
+    beside another request it is left to the worker, which steps aside for requests in flight."""
+    service = api.app.state.service  # type: ignore[attr-defined]
+    driver = service.reconciler.driver
+
+    def loop_passes() -> float:
+        labels = {"trigger": "change", "thread": "event_loop"}
+        return service.metrics.registry.get_sample_value("numaguard_enforcer_reconcile_runs_total", labels) or 0.0
+
+    # a shared pod: the default set does not change, so nothing wakes the worker (it could take the pod first)
+    web = pod("burstable-web")
+    alone = await api.post("/allocations", json=allocation_request(web))
+    assert alone.status_code == 201
+    await asyncio.sleep(0)  # one turn of the loop: the callback queued while answering
+    assert loop_passes() == 1
+    assert any(web["metadata"]["uid"].replace("-", "_") in w.path for w in driver.writes)
+    with service.in_flight.track():  # another request being decided or made durable
+        beside = await api.post("/allocations", json=allocation_request(pod("burstable-web", uid="web-2")))
+    assert beside.status_code == 201
+    await asyncio.sleep(0)
+    assert loop_passes() == 1
 
 
 async def test_a_new_pod_whose_callers_budget_ran_out_is_not_allocated(api: httpx.AsyncClient) -> None:

@@ -25,7 +25,7 @@ def test_child_is_the_labelled_child_and_counts_into_it() -> None:
     assert metrics.registry.get_sample_value(released, {"cause": "api"}) == 2
     assert metrics.registry.get_sample_value(released, {"cause": "pod_deleted"}) == 1
     # the same values on two metrics are two children
-    assert metrics.child(metrics.reconcile_runs, "api") is not metrics.child(metrics.releases, "api")
+    assert metrics.child(metrics.state_writes, "api") is not metrics.child(metrics.releases, "api")
 
 
 def test_counters_copy_equals_the_original_and_is_independent() -> None:
