@@ -376,6 +376,7 @@ class Reconciler:
         if busy or not self._loop_guard.allows() or not self._run_lock.acquire(blocking=False):
             self._wake.set()
             return False
+        uids: set[str] = set()
         try:
             with self._pending_lock:
                 if self._resizes or self._pending_all or len(self._pending) > PODS_PER_STEP:
@@ -385,6 +386,11 @@ class Reconciler:
             if uids:
                 self._run(uids, "change", thread="event_loop", step_aside=False)
             return True
+        except Exception:  # a callback on the loop: nothing above it would count or retry the failure
+            self._metrics.reconcile_errors.labels(kind="internal").inc()
+            log.exception("cgroup reconcile crashed on the event loop; the worker retries its pods")
+            self.request(uids)
+            return False
         finally:
             self._run_lock.release()
 

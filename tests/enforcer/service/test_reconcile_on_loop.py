@@ -205,3 +205,24 @@ def test_the_pass_on_the_loop_does_not_run_the_followers_it_holds(
     assert len([w for w in recorder(quiet).writes if "web_000" in w.path]) == follower_writes
     quiet.reconciler.run_requested(hold_followers=True)  # the worker's pass takes the due change
     assert len([w for w in recorder(quiet).writes if "web_000" in w.path]) > follower_writes
+
+
+class BrokenDriver(recording.RecordingCgroupDriver):
+    """A recorder with a bug: its cpuset writes raise what no cgroup error handler expects."""
+
+    def write_cpus(self, path: str, cpus: CPUSet) -> None:
+        raise RuntimeError("a bug in the driver")
+
+
+def test_a_pass_that_crashes_on_the_loop_leaves_its_pods_to_the_worker(quiet: NodeService) -> None:
+    """A callback on the loop has nobody above it to count or retry a failure: run_here does both."""
+    working = quiet.reconciler.driver
+    quiet.reconciler.driver = BrokenDriver(auto_create=True, v1_hierarchy=False)
+    allocated_for_run_here(quiet, one_cpu_pod(0))
+    assert quiet.reconciler.run_here() is False
+    assert worker_woken(quiet)
+    crashes = quiet.metrics.registry.get_sample_value("numaguard_enforcer_reconcile_errors_total", {"kind": "internal"})
+    assert crashes == 1
+    quiet.reconciler.driver = working
+    quiet.reconciler.run_requested()  # the worker's pass finds the pod queued again
+    assert programmed(quiet, "pod-000")
