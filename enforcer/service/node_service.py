@@ -362,8 +362,9 @@ class NodeService:
     ) -> AllocateOutcome:
         """Log and queue the new pod's cgroups.  ``on_loop`` (on the event loop, the request alone in flight):
         the loop programs them itself once the answer is out, when nothing else came in meanwhile
-        (:meth:`Reconciler.run_here`: the callback runs after this coroutine's answer is written, which
-        happens without yielding to the loop)."""
+        (:meth:`Reconciler.run_here`).  The callback runs when this coroutine next yields, which is after
+        its answer is written: the app's middleware is plain ASGI, and uvicorn writes without yielding
+        unless the socket's buffer is full (then the pass may come first, which costs only time)."""
         if not allocated.existed:
             log.info("pod allocated", extra={"pod_uid": pod.uid, "pod": pod.key})
             self.reconciler.request([pod.uid], default_changed=allocated.default_changed, wake=not on_loop)
