@@ -353,14 +353,13 @@ class Reconciler:
         """
         with self._pending_lock:
             self._pending.update(uids)
-            if default_changed and self._default_changed_at is None:
+            new_default_change = default_changed and self._default_changed_at is None
+            if new_default_change:
                 self._default_changed_at = time.monotonic()
-                wake = True
             self._pending_all = self._pending_all or everything
             if resize is not None:
                 self._resizes.append(resize)
-            wake = wake or everything or resize is not None
-        if wake:
+        if wake or new_default_change or everything or resize is not None:
             self._wake.set()
 
     def run_here(self) -> bool:
