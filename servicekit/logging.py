@@ -28,7 +28,8 @@ import math
 import re
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import IO, Any
 
 REDACTED = "[REDACTED]"
@@ -89,8 +90,8 @@ _C_ENCODER = (
 )
 
 
-def _encode_jsonable(value: dict[str, Any]) -> str:
-    """``_COMPACT_JSON.encode(value)`` of a dict whose values :func:`_jsonable` returned."""
+def _encode_jsonable(value: object) -> str:
+    """``_COMPACT_JSON.encode(value)`` of what :func:`_jsonable` returned (a line's dict, or one of its values)."""
     if _C_ENCODER is None:  # pragma: no cover - CPython has the C encoder
         return _COMPACT_JSON.encode(value)
     return "".join(_C_ENCODER(value, 0))
@@ -172,10 +173,15 @@ def redact(value: object, key: object = None) -> object:
     """A copy of ``value`` with secrets removed; mappings and sequences are walked (header pairs included)."""
     if key is not None and is_sensitive_key(key):
         return REDACTED
-    if type(value) is str:
-        return redact_text(value)
-    if type(value) in _SCALARS:
+    kind = type(value)
+    if kind is str:
+        return redact_text(value)  # type: ignore[arg-type]
+    if kind in _SCALARS:
         return value
+    if kind is dict:  # the exact containers first: the Mapping check below is an ABC's, several times slower
+        return {str(k): redact(v, k) for k, v in value.items()}  # type: ignore[attr-defined]
+    if kind is list or kind is tuple:
+        return _redact_items(value)  # type: ignore[arg-type]
     if value is None or isinstance(value, bool | int | float):
         return value
     if isinstance(value, str):
@@ -185,12 +191,16 @@ def redact(value: object, key: object = None) -> object:
     if isinstance(value, Mapping):
         return {str(k): redact(v, k) for k, v in value.items()}
     if isinstance(value, list | tuple | set | frozenset):
-        items = list(value)
-        # ASGI/httpx header pairs: (name, value)
-        if len(items) == 2 and isinstance(items[0], str | bytes) and is_sensitive_key(items[0]):
-            return [redact(items[0]), REDACTED]
-        return [redact(item) for item in items]
+        return _redact_items(value)
     return value
+
+
+def _redact_items(value: list[object] | tuple[object, ...] | set[object] | frozenset[object]) -> list[object]:
+    items = list(value)
+    # ASGI/httpx header pairs: (name, value)
+    if len(items) == 2 and isinstance(items[0], str | bytes) and is_sensitive_key(items[0]):
+        return [redact(items[0]), REDACTED]
+    return [redact(item) for item in items]
 
 
 def _redact_extra(name: str, value: object) -> object:
@@ -227,8 +237,13 @@ class RedactingFilter(logging.Filter):
 
 
 def _jsonable(value: object) -> object:
-    if type(value) in _JSON_SCALARS:
+    kind = type(value)
+    if kind in _JSON_SCALARS:
         return value
+    if kind is list or kind is tuple:  # the exact containers first: the Mapping check below is an ABC's
+        return [_jsonable(v) for v in value]  # type: ignore[attr-defined]
+    if kind is dict:
+        return {str(k): _jsonable(v) for k, v in value.items()}  # type: ignore[attr-defined]
     if value is None or isinstance(value, bool | int | float | str):
         return value
     if isinstance(value, Mapping):
@@ -295,19 +310,25 @@ def write(logger: logging.Logger, level: int, event: str, fields: Mapping[str, o
     equivalence for every kind of value).  Anything else goes through ``logger.log`` as it always did: a level
     that is off, a disabled logger, a filter on the logger, another handler anywhere on the way up (an operator's,
     ``lastResort``), a handler whose level, filters or formatter differ, a custom record factory or logger class,
-    a field named like a record attribute.
+    a field named like a record attribute, a field name that is not a ``str``.
+
+    What a line says apart from its values (the logger, the level, the event, the field names, which of them are
+    sensitive) is the same line after line: it is encoded once into a :class:`_LineShape`, and each line only
+    encodes its values into it.  Building the whole line as a dict and encoding that cost the webhook about a
+    fifth of a review (BENCHMARKS.md, "Webhook").
     """
     if not logger.isEnabledFor(level):
         return
     out = _sole_json_handler(logger, level)
-    if out is None or type(event) is not str or not _TAKEN_NAMES.isdisjoint(fields):
+    shape = None if out is None or type(event) is not str else _shape_of(logger, level, event, out.terminator, fields)
+    if out is None or shape is None:
         logger.log(level, event, extra=fields)
         return
-    doc = _line_head(time.time(), logging.getLevelName(level), logger.name, redact_text(event))
-    for name, value in fields.items():
-        value = _redact_extra(name, value)
-        doc[name] = value if type(value) in _JSON_SCALARS else _jsonable(value)
-    line = _encode_jsonable(doc) + out.terminator
+    texts = [utc_timestamp(time.time())]
+    for value, hidden in zip(fields.values(), shape.hidden, strict=True):
+        if not hidden:
+            texts.append(_encode_text(redact_text(value)) if type(value) is str else _value_json(value))
+    line = shape.template % tuple(texts)
     out.acquire()
     try:
         try:
@@ -319,6 +340,72 @@ def write(logger: logging.Logger, level: int, event: str, fields: Mapping[str, o
             out.handleError(logger.makeRecord(logger.name, level, "(unknown file)", 0, event, (), None, extra=fields))
     finally:
         out.release()
+
+
+@dataclass(frozen=True, slots=True)
+class _LineShape:
+    """A line's constant text, as a ``%`` template: the timestamp, then one ``%s`` per value that is written.
+
+    ``hidden[i]``: the i-th field's name is sensitive, so its value is never read and the template already says
+    ``"[REDACTED]"`` for it.
+    """
+
+    template: str
+    hidden: tuple[bool, ...]
+
+
+# Lines of the same logger, level, event and field names share a shape: a service writes a few dozen kinds of line.
+# Bounded; a line whose shape does not fit any more is encoded all the same, with a shape made for it alone.
+_SHAPES: dict[tuple[str, str, str, str, tuple[str, ...]], _LineShape] = {}
+_SHAPES_KEPT = 256
+
+_encode_text: Callable[[str], str] = json.encoder.encode_basestring
+"""A ``str`` as the JSON string the line encoder (``ensure_ascii=False``, built with this function) writes."""
+
+
+def _shape_of(
+    logger: logging.Logger, level: int, event: str, terminator: str, fields: Mapping[str, object]
+) -> _LineShape | None:
+    """The shape of this line; ``None`` when :func:`write` must leave it to the logging module (a taken name)."""
+    names = tuple(fields)
+    level_name = logging.getLevelName(level)
+    key = (logger.name, level_name, event, terminator, names)
+    known = _SHAPES.get(key)
+    if known is not None:
+        return known
+    if not _TAKEN_NAMES.isdisjoint(names) or any(type(name) is not str for name in names):
+        return None
+    head = _line_head(0.0, level_name, logger.name, redact_text(event))
+    del head["ts"]  # the one member that changes from line to line: a %s of the template
+    parts = ['{"ts":"%s"']
+    for name, value in head.items():
+        parts.append(f",{_encode_text(name)}:{_encode_text(value)}".replace("%", "%%"))
+    hidden = tuple(_is_sensitive_name(name) for name in names)
+    for name, is_hidden in zip(names, hidden, strict=True):
+        written = _encode_text(REDACTED) if is_hidden else "%s"
+        parts.append(f",{_encode_text(name).replace('%', '%%')}:{written}")
+    parts.append("}" + terminator.replace("%", "%%"))
+    shape = _LineShape("".join(parts), hidden)
+    if len(_SHAPES) < _SHAPES_KEPT:
+        _SHAPES[key] = shape
+    return shape
+
+
+_SCALAR_JSON: dict[object, str] = {None: "null", True: "true", False: "false"}
+
+
+def _value_json(value: object) -> str:
+    """A field's value, redacted, as the formatter writes it after :class:`RedactingFilter` redacted it."""
+    kind = type(value)
+    if kind is bool or value is None:
+        return _SCALAR_JSON[value]
+    if kind is int:
+        return int.__repr__(value)  # what the encoder writes for an int
+    if kind is float and math.isfinite(value):  # type: ignore[arg-type]
+        return float.__repr__(value)  # a finite float (NaN and the infinities are written as NaN, Infinity)
+    if kind is list and not value:  # the usual warnings: none
+        return "[]"
+    return _encode_jsonable(_jsonable(redact(value)))
 
 
 def _sole_json_handler(logger: logging.Logger, level: int) -> logging.StreamHandler[IO[str]] | None:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import datetime
+import enum
 import io
 import json
 import logging
@@ -10,6 +12,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
+from unittest import mock
 
 import pytest
 from hypothesis import given, settings
@@ -254,6 +257,10 @@ class Text(str):
     """A str subclass: the general path, not the fast one."""
 
 
+class Level(enum.IntEnum):
+    HIGH = 3
+
+
 # every kind of extra value: the filter's inlined steps must leave what ``redact(value, name)`` leaves, and the
 # formatter must write what ``json.dumps`` of the redacted values (``_jsonable``) writes
 EXTRA_CASES: list[tuple[str, dict[str, Any]]] = [
@@ -265,6 +272,8 @@ EXTRA_CASES: list[tuple[str, dict[str, Any]]] = [
     ("bytes, str subclasses and objects", {"raw": b"token=abc", "text": Text("secret=abc"), "value": Opaque()}),
     ("non-string keys and odd floats", {"map": {1: "a", None: "b"}, "ratio": float("inf"), "nan": float("nan")}),
     ("unicode", {"request": "CREATE pods ns/caf\u00e9-\u2028", "message_text": "\x00\x1f\x7f"}),
+    ("names and values with percent signs", {"100%": "50% %s", "a%sb": 1, "%(uid)s": [], "api%key": "%d"}),
+    ("empty containers and int subclasses", {"warnings": [], "nodes": (), "map": {}, "flag": Level.HIGH}),
 ]
 
 
@@ -501,3 +510,85 @@ def test_a_failed_write_is_reported_as_the_handler_reports_it(monkeypatch: pytes
     assert [(r.getMessage(), r.levelno, getattr(r, "uid", None)) for r in reported] == [
         ("admission reviewed", logging.WARNING, "u")
     ]
+
+
+# -- write(): any line, and the memo of line shapes --------------------------------------------------------------
+
+_NAMES = st.text(min_size=1, max_size=12).filter(lambda name: name not in jsonlog._TAKEN_NAMES)
+_SCALAR_VALUES = (
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.floats(allow_nan=True, allow_infinity=True)
+    | st.text(max_size=40)
+    | st.sampled_from(["token=hunter2", f"Bearer abcdefgh12345678 {JWT}", PRIVATE_KEY, "authorization"])
+    | st.binary(max_size=20)
+)
+_VALUES = st.recursive(
+    _SCALAR_VALUES,
+    lambda inner: (
+        st.lists(inner, max_size=4)
+        | st.tuples(inner, inner)
+        | st.dictionaries(st.text(max_size=8) | st.sampled_from(["token", "Authorization"]), inner, max_size=4)
+    ),
+    max_leaves=10,
+)
+
+
+@contextlib.contextmanager
+def _logger_at_fixed_time() -> Iterator[tuple[logging.Logger, io.StringIO]]:
+    stream = io.StringIO()
+    logger = logging.getLogger("tests.servicekit.jsonlog.any")
+    logger.handlers[:] = [jsonlog.handler(stream)]
+    logger.setLevel(logging.DEBUG)
+    logger.propagate = False
+    try:
+        with mock.patch.object(time, "time", lambda: FIXED_NOW):
+            yield logger, stream
+    finally:
+        logger.handlers.clear()
+
+
+def _both_ways(logger: logging.Logger, stream: io.StringIO, level: int, event: str, fields: dict[str, Any]) -> None:
+    logger.log(level, event, extra=fields)
+    via_logging = stream.getvalue()
+    stream.seek(0)
+    stream.truncate()
+    with mock.patch.object(logger, "makeRecord", _no_record):
+        jsonlog.write(logger, level, event, fields)
+    assert stream.getvalue() == via_logging
+    stream.seek(0)
+    stream.truncate()
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    event=st.text(max_size=30) | st.sampled_from(WRITE_EVENTS),
+    fields=st.dictionaries(_NAMES | st.sampled_from(["password", "x-api-key", "warnings"]), _VALUES, max_size=6),
+    level=st.sampled_from([logging.DEBUG, logging.INFO, logging.WARNING, logging.ERROR]),
+)
+def test_write_writes_what_logger_log_writes_for_any_line(event: str, fields: dict[str, Any], level: int) -> None:
+    with _logger_at_fixed_time() as (logger, stream):
+        _both_ways(logger, stream, level, event, fields)
+        _both_ways(logger, stream, level, event, fields)  # the second time from the remembered shape
+
+
+def test_the_memo_of_line_shapes_stays_bounded_and_lines_past_it_are_still_written() -> None:
+    with _logger_at_fixed_time() as (logger, stream):
+        for i in range(jsonlog._SHAPES_KEPT + 50):
+            _both_ways(logger, stream, logging.INFO, f"event {i}", {"uid": f"u{i}", "n": i})
+    assert len(jsonlog._SHAPES) <= jsonlog._SHAPES_KEPT
+
+
+def test_a_line_of_a_remembered_shape_carries_its_own_values() -> None:
+    with _logger_at_fixed_time() as (logger, stream):
+        jsonlog.write(logger, logging.INFO, "admission reviewed", {"uid": "u1", "token": "t1", "code": None})
+        jsonlog.write(logger, logging.INFO, "admission reviewed", {"uid": "u2", "token": "t2", "code": 422})
+        jsonlog.write(logger, logging.INFO, "admission reviewed", {"code": 400, "uid": "u3", "token": "t3"})
+        written = lines(stream)
+    assert [(line["uid"], line["token"], line["code"]) for line in written] == [
+        ("u1", jsonlog.REDACTED, None),
+        ("u2", jsonlog.REDACTED, 422),
+        ("u3", jsonlog.REDACTED, 400),
+    ]
+    assert list(written[2]) == ["ts", "level", "logger", "event", "code", "uid", "token"]  # its own order
