@@ -28,6 +28,7 @@ from __future__ import annotations
 import copy
 import functools
 from collections.abc import Mapping
+from types import MappingProxyType
 from typing import Annotated, Any, Self, TypeAlias, TypeVar
 
 from pydantic import (
@@ -35,7 +36,6 @@ from pydantic import (
     BeforeValidator,
     ConfigDict,
     Field,
-    PrivateAttr,
     ValidationError,
     ValidatorFunctionWrapHandler,
     WrapValidator,
@@ -56,6 +56,8 @@ from shared.resources import (
 MIRROR_POD_ANNOTATION = "kubernetes.io/config.mirror"
 WINDOWS = "windows"
 _DERIVED = "__numaguard_derived__"  # the instance __dict__ key of Pod's derived values
+_RAW = "__numaguard_raw__"  # the instance __dict__ key of the object a Pod was parsed from
+_NO_RAW: Mapping[str, Any] = MappingProxyType({})
 _T = TypeVar("_T")
 
 
@@ -90,7 +92,10 @@ def _resource_list(value: object, validate: ValidatorFunctionWrapHandler) -> obj
     """
     if value is None:
         return {}
-    if type(value) is dict and all(type(k) is str and type(v) is str for k, v in value.items()):
+    if type(value) is dict:
+        for key, quantity_value in value.items():  # a loop: all() over a generator costs twice as much, per pod
+            if type(key) is not str or type(quantity_value) is not str:
+                return validate(value)
         return dict(value)
     return validate(value)
 
@@ -222,8 +227,6 @@ class Pod(_APIModel):
     spec: PodSpec
     status: PodStatus = Field(default_factory=PodStatus)
 
-    _raw: dict[str, Any] = PrivateAttr(default_factory=dict)
-
     def _derived(self, what: str, pod_level_resources: bool) -> Any:
         """What ``what`` computed for this pod and gate, or None.
 
@@ -244,8 +247,13 @@ class Pod(_APIModel):
 
     @property
     def raw(self) -> Mapping[str, Any]:
-        """The object this pod was parsed from (a private copy unless the caller gave it up; never mutate it)."""
-        return self._raw
+        """The object this pod was parsed from (a private copy unless the caller gave it up; never mutate it).
+
+        Kept in the instance ``__dict__`` like the derived values, not as a pydantic private attribute: those make
+        pydantic run a Python hook for every pod it builds, a tenth of validating one.  Equality compares fields.
+        """
+        raw: Mapping[str, Any] = self.__dict__.get(_RAW, _NO_RAW)
+        return raw
 
     @property
     def namespace(self) -> str:
@@ -407,7 +415,7 @@ def parse_pod(raw: object, *, copy_raw: bool = True) -> Pod:
         first_path, first_msg = problems[0]
         rest = "".join(f"; {path}: {msg}" for path, msg in problems[1:])
         raise PodModelError(f"{first_msg}{rest}", field=first_path or None) from None
-    pod._raw = _json_copy(raw) if copy_raw else (raw if isinstance(raw, dict) else dict(raw))
+    pod.__dict__[_RAW] = _json_copy(raw) if copy_raw else (raw if isinstance(raw, dict) else dict(raw))
     return pod
 
 

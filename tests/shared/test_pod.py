@@ -81,6 +81,16 @@ def test_raw_object_is_kept_as_a_private_copy() -> None:
     assert p.raw["spec"]["containers"][0]["command"] == ["run"]
 
 
+def test_the_raw_object_travels_with_copies_and_is_not_part_of_equality() -> None:
+    raw = pod([container("a", image="app:v1")], volumes=[{"name": "kube-api-access-x7k2p"}])
+    other = pod([container("a", image="app:v1")], volumes=[{"name": "kube-api-access-9qz4d"}])
+    p, q = parse_pod(raw), parse_pod(other, copy_raw=False)
+    assert p == q and p.raw == raw and q.raw is other  # what the models read is equal; the objects are not
+    assert p.model_copy().raw == raw and p.model_copy(deep=True).raw == raw
+    built = Pod.model_validate(raw)  # not through parse_pod: no object behind it
+    assert built.raw == {} and built == p
+
+
 def test_unknown_fields_and_nulls_are_tolerated() -> None:
     raw = pod([container("a", futureField={"x": 1})], dnsPolicy="ClusterFirst")
     raw["metadata"]["annotations"] = None
