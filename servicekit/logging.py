@@ -314,8 +314,8 @@ def write(logger: logging.Logger, level: int, event: str, fields: Mapping[str, o
 
     What a line says apart from its values (the logger, the level, the event, the field names, which of them are
     sensitive) is the same line after line: it is encoded once into a :class:`_LineShape`, and each line only
-    encodes its values into it.  Building the whole line as a dict and encoding that cost the webhook about a
-    fifth of a review (BENCHMARKS.md, "Webhook").
+    encodes its values into it: the review line was the largest single step of a webhook review, and building it
+    whole as a dict on every line was a large part of it (BENCHMARKS.md, "Webhook").
     """
     if not logger.isEnabledFor(level):
         return

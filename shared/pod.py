@@ -249,8 +249,9 @@ class Pod(_APIModel):
     def raw(self) -> Mapping[str, Any]:
         """The object this pod was parsed from (a private copy unless the caller gave it up; never mutate it).
 
-        Kept in the instance ``__dict__`` like the derived values, not as a pydantic private attribute: those make
-        pydantic run a Python hook for every pod it builds, a tenth of validating one.  Equality compares fields.
+        Kept in the instance ``__dict__`` like the derived values, not as a pydantic private attribute: one makes
+        pydantic run a Python hook for every pod it builds, on the webhook's path for every review.  Equality
+        compares the fields only.
         """
         raw: Mapping[str, Any] = self.__dict__.get(_RAW, _NO_RAW)
         return raw
