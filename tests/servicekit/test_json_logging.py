@@ -24,15 +24,24 @@ PRIVATE_KEY = "-----BEGIN EC PRIVATE KEY-----\nMHcCAQEEIBL0ngSecretKeyMaterial\n
 JWT = "eyJhbGciOiJSUzI1NiJ9.eyJzdWIiOiJzeXN0ZW06c2EifQ.c2lnbmF0dXJlLXNlY3JldA"
 
 
-@pytest.fixture
-def capture() -> Iterator[tuple[logging.Logger, io.StringIO]]:
+@contextlib.contextmanager
+def json_logger(name: str) -> Iterator[tuple[logging.Logger, io.StringIO]]:
+    """A logger of its own writing JSON lines to a string, at every level; its handler removed afterwards."""
     stream = io.StringIO()
-    logger = logging.getLogger("tests.servicekit.jsonlog")
+    logger = logging.getLogger(name)
     logger.handlers[:] = [jsonlog.handler(stream)]
     logger.setLevel(logging.DEBUG)
     logger.propagate = False
-    yield logger, stream
-    logger.handlers.clear()
+    try:
+        yield logger, stream
+    finally:
+        logger.handlers.clear()
+
+
+@pytest.fixture
+def capture() -> Iterator[tuple[logging.Logger, io.StringIO]]:
+    with json_logger("tests.servicekit.jsonlog") as captured:
+        yield captured
 
 
 def lines(stream: io.StringIO) -> list[dict[str, Any]]:
@@ -537,16 +546,8 @@ _VALUES = st.recursive(
 
 @contextlib.contextmanager
 def _logger_at_fixed_time() -> Iterator[tuple[logging.Logger, io.StringIO]]:
-    stream = io.StringIO()
-    logger = logging.getLogger("tests.servicekit.jsonlog.any")
-    logger.handlers[:] = [jsonlog.handler(stream)]
-    logger.setLevel(logging.DEBUG)
-    logger.propagate = False
-    try:
-        with mock.patch.object(time, "time", lambda: FIXED_NOW):
-            yield logger, stream
-    finally:
-        logger.handlers.clear()
+    with json_logger("tests.servicekit.jsonlog.any") as captured, mock.patch.object(time, "time", lambda: FIXED_NOW):
+        yield captured
 
 
 def _both_ways(logger: logging.Logger, stream: io.StringIO, level: int, event: str, fields: dict[str, Any]) -> None:
