@@ -16,9 +16,11 @@ return every body unchanged and the webhook must allow and patch every pod.
 
    * *replicas*: the seed pods' CREATE reviews (seed-1 ``tightly-coupled-database``,
      a Guaranteed pod with pod-level resources and two sidecars, and seed-2
-     ``ml-workload``, ``tests/fixtures/reviews/create-mutate-*.json``) in turn.
-     Replicas of a workload share their spec, so after the first review of each
-     the webhook's plan memo (:mod:`webhook.plan_memo`) answers the planning;
+     ``ml-workload``, ``tests/fixtures/reviews/create-mutate-*.json``) in turn, each
+     request a new pod of its template as a ReplicaSet makes them: its own name (the
+     template's name and a suffix) and its own request uid.  Replicas of a workload
+     share their spec, so after the first review of each the webhook's plan memo
+     (:mod:`webhook.plan_memo`) answers the planning;
    * *new specs*: the seed-1 review with the database container's memory (request
      and limit) set to one of 4,000 values, a different one per request, so no
      review finds its plan in the memo (512 entries): every pod is planned.
@@ -70,6 +72,11 @@ NEW_SPEC_TOKEN = "12Gi"
 NEW_SPEC_FORMAT = "%dMi"
 NEW_SPEC_START = 12 * 1024
 NEW_SPEC_COUNT = 4000  # > the plan memo's 512 entries, and 12Gi + 4000Mi still fits the pod's 16Gi budget
+# the "replicas" workload: REPLICA_TOKEN, in a seed pod's name suffix and its request uid's last group, becomes
+# "%012x" of the request's number: a new pod of the same template in every request, as a ReplicaSet makes them
+REPLICA_TOKEN = "@replica@"
+REPLICA_FORMAT = "%012x"
+REPLICA_COUNT = 1 << 32
 # Beyond these, the figures say more about the other tenants of the machine than about the servers: say so.
 BUSY_PRESSURE = 0.20
 LAG_TOLERANCE_MS = 5.0
@@ -101,14 +108,52 @@ class Effort:
 
 @dataclass(frozen=True)
 class Workload:
-    """What one wrk run sends: bodies in turn, optionally with a token replaced by a per-request value."""
+    """What one wrk run sends: bodies in turn, optionally with a token replaced by a per-request value.
+
+    ``replicas``: each seed body is first made a template (:func:`replica_template`), its name and uid carrying
+    the token.
+    """
 
     name: str
     bodies: tuple[Path, ...]
     vary: wrk.Vary | None = None
+    replicas: bool = False
+
+    def texts(self) -> list[str]:
+        texts = [path.read_text() for path in self.bodies]
+        return [replica_template(text) for text in texts] if self.replicas else texts
+
+    def files(self, directory: Path) -> tuple[Path, ...]:
+        """The bodies as wrk and the load process read them (the seed files themselves, or templates written here)."""
+        if not self.replicas:
+            return self.bodies
+        written = []
+        for path, text in zip(self.bodies, self.texts(), strict=True):
+            written.append(directory / f"replica-{path.name}")
+            written[-1].write_text(text)
+        return tuple(written)
+
+    def body(self, index: int) -> bytes:
+        """Request number ``index`` as wrk sends it."""
+        texts = self.texts()
+        text = texts[index % len(texts)].encode()
+        return text if self.vary is None else self.vary.applied(text, index)
 
 
-REPLICAS = Workload("replicas", servers.SEED_CREATE_BODIES)
+def replica_template(review_text: str) -> str:
+    """A CREATE review of a pod as the template of its replicas: :data:`REPLICA_TOKEN` in its name and uid."""
+    review = json.loads(review_text)
+    request = review["request"]
+    name = f"{request['name']}-{REPLICA_TOKEN}"
+    request["name"] = name
+    request["object"]["metadata"]["name"] = name
+    request["uid"] = f"{request['uid'].rsplit('-', 1)[0]}-{REPLICA_TOKEN}"
+    return json.dumps(review, indent=2) + "\n"  # as the fixtures are written
+
+
+REPLICAS = Workload(
+    "replicas", servers.SEED_CREATE_BODIES, wrk.Vary(REPLICA_TOKEN, REPLICA_FORMAT, 0, REPLICA_COUNT), replicas=True
+)
 NEW_SPECS = Workload(
     "new specs",
     servers.SEED_CREATE_BODIES[:1],
@@ -143,9 +188,8 @@ def launched_servers(
 def check_answers(started: dict[str, servers.Launched], bundle: certs.Bundle) -> str:
     """Before timing anything: the echo returns each body, each webhook allows and patches each pod (a new spec too)."""
     echo = started["echo"]
-    seed_1 = servers.SEED_CREATE_BODIES[0].read_text()
-    varied = seed_1.replace(NEW_SPEC_TOKEN, NEW_SPEC_FORMAT % (NEW_SPEC_START + NEW_SPEC_COUNT - 1)).encode()
-    bodies = {path.name: path.read_bytes() for path in REPLICAS.bodies} | {"a new spec": varied}
+    bodies = {f"replica {i} of {path.name}": REPLICAS.body(i) for i, path in enumerate(REPLICAS.bodies)}
+    bodies["a new spec"] = NEW_SPECS.body(NEW_SPEC_COUNT - 1)
     problems: list[str] = []
     with httpx.Client(verify=tls.client_context(bundle.cert("ca")), timeout=30) as client:
         for name, body in bodies.items():
@@ -178,7 +222,7 @@ def run_wrk(started: dict[str, servers.Launched], workdir: Path, effort: Effort)
                 target=server.name,
                 url=server.url,
                 path="/mutate",
-                bodies=workload.bodies,
+                bodies=workload.files(workdir),
                 vary=workload.vary,
                 pid=server.pid,
                 script=script,
@@ -271,7 +315,9 @@ def run(quick: bool = False, *, effort: Effort | None = None, baseline: Path | N
             answers = check_answers(started, bundle)
             wrk_runs = run_wrk(started, workdir, effort)
             targets = [load.Target(name, server.url, server.pid) for name, server in started.items()]
-            windows = load.run_load(targets, bundle, effort.latency_load(), "open", REPLICAS.bodies)
+            windows = load.run_load(
+                targets, bundle, effort.latency_load(), "open", REPLICAS.files(workdir), vary=REPLICAS.vary
+            )
     return Results(effort, answers, wrk_runs, windows, load_average, baseline)
 
 
@@ -297,7 +343,7 @@ def rows_of(results: Results) -> list[dict[str, str]]:
     wrk_how = f"wrk -c{effort.connections} -t{effort.wrk_threads}, {effort.wrk_seconds:g} s x {effort.rounds}"
     rows = []
     descriptions = {
-        REPLICAS.name: "replica pods (seed-1+2 CREATE; plan memo hits)",
+        REPLICAS.name: "replica pods (seed-1+2 CREATE, each a new name and uid; plan memo hits)",
         NEW_SPECS.name: f"every pod a new spec (seed-1, {NEW_SPEC_COUNT:,} memory sizes; plan memo misses)",
     }
     for workload, description in descriptions.items():
@@ -355,8 +401,8 @@ def rows_of(results: Results) -> list[dict[str, str]]:
         {
             "section": section,
             "case": (
-                f"/mutate latency at {effort.rate:g} req/s, replica pods (own open-loop client, "
-                f"{effort.latency_seconds:g} s x {effort.rounds})"
+                f"/mutate latency at {effort.rate:g} req/s, replica pods, each a new name and uid (own open-loop "
+                f"client, {effort.latency_seconds:g} s x {effort.rounds})"
             ),
             "ours": f"p50 {_ms(web_lat['p50_ms'])}, p99 {_ms(web_lat['p99_ms'])}",
             "reference": f"echo p50 {_ms(echo_lat['p50_ms'])}, p99 {_ms(echo_lat['p99_ms'])}",

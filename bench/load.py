@@ -41,12 +41,14 @@ from pathlib import Path
 
 import httpx
 
-from bench import proc
+from bench import proc, wrk
 from servicekit import certs, tls
 
 ROOT = Path(__file__).resolve().parents[1]
 OPEN_LOOP_CONNECTIONS = 32
 JSON_HEADERS = {"Content-Type": "application/json"}
+VARIED_REQUESTS = 4096
+"""Distinct bodies a ``--vary`` run prepares: more than an open-loop window sends (200 req/s x 10.5 s = 2,100)."""
 # what a failed exchange of KeepAlivePool raises (a refused or reset connection, a short or garbled answer)
 _EXCHANGE_ERRORS = (OSError, asyncio.IncompleteReadError, asyncio.LimitOverrunError, TimeoutError, ValueError)
 
@@ -337,8 +339,12 @@ def drive_main(argv: list[str]) -> int:
     parser.add_argument("--body", action="append", type=Path, required=True)
     parser.add_argument("--effort", required=True, help="a LoadEffort as JSON")
     parser.add_argument("--modes", default="closed,open")
+    parser.add_argument("--vary", help="a bench.wrk.Vary as JSON: the token replaced in each request")
     args = parser.parse_args(argv)
     bodies = [path.read_bytes() for path in args.body]
+    if args.vary:
+        vary = wrk.Vary(**json.loads(args.vary))
+        bodies = [vary.applied(bodies[i % len(bodies)], i) for i in range(VARIED_REQUESTS)]
     effort = LoadEffort(**json.loads(args.effort))
     windows = asyncio.run(_drive(args.target, args.ca, bodies, effort, args.modes))
     json.dump([asdict(w) for w in windows], sys.stdout)
@@ -346,12 +352,24 @@ def drive_main(argv: list[str]) -> int:
 
 
 def run_load(
-    targets: Sequence[Target], bundle: certs.Bundle, effort: LoadEffort, modes: str, bodies: Sequence[Path]
+    targets: Sequence[Target],
+    bundle: certs.Bundle,
+    effort: LoadEffort,
+    modes: str,
+    bodies: Sequence[Path],
+    *,
+    vary: wrk.Vary | None = None,
 ) -> list[Window]:
-    """Run the load process against ``targets`` (``POST /mutate`` of ``bodies`` in turn) and return its windows."""
+    """Run the load process against ``targets`` (``POST /mutate`` of ``bodies`` in turn) and return its windows.
+
+    ``vary``: the token replaced in each request as wrk replaces it (:class:`bench.wrk.Vary`), over the first
+    :data:`VARIED_REQUESTS` requests, then again from the first.
+    """
     command = [sys.executable, "-m", "bench.load", "drive", "--ca", str(bundle.cert("ca"))]
     command += [arg for t in targets for arg in ("--target", t.arg())]
     command += [arg for body in bodies for arg in ("--body", str(body))]
+    if vary is not None:
+        command += ["--vary", json.dumps(asdict(vary))]
     command += ["--effort", json.dumps(asdict(effort)), "--modes", modes]
     finished = subprocess.run(command, cwd=ROOT, capture_output=True, check=False)
     if finished.returncode != 0:

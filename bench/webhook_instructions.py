@@ -11,8 +11,8 @@ apps, :mod:`bench.servers`, JSON logs at ``info`` to a file as there; no TLS,
 no uvicorn, which cost the webhook and the echo alike), 300 reviews to warm
 it up, then ``N`` more; the count of a short run is subtracted from the count
 of a long one, so start-up and warm-up cancel out.  Workloads are the
-webhook bench's (:mod:`bench.bench_webhook`): *replicas* (the seed-1 and
-seed-2 CREATE reviews in turn, plan memo hits) and *new specs* (seed-1 with a
+webhook bench's (:mod:`bench.bench_webhook`, computed there and handed to the child): *replicas* (the
+seed-1 and seed-2 CREATE reviews in turn, each a new name and uid, plan memo hits) and *new specs* (seed-1 with a
 different memory size each time, plan memo misses); the echo answers the
 replica bodies.  Every answer must be HTTP 200 (and the echo's the body).
 
@@ -44,6 +44,7 @@ ROOT = Path(__file__).resolve().parents[1]
 WARMUP = 300
 SHORT = 100  # reviews in the short run; the long one adds --requests
 DEFAULT_REQUESTS = 300
+BODIES = 1000  # distinct requests of a workload, sent in turn: more than a run sends by default (300 + 100 + 300)
 _COLLECTED = re.compile(r"Collected : (\d+)")
 
 Message = MutableMapping[str, Any]
@@ -60,19 +61,6 @@ def _own_module(name: str) -> Any:
     sys.modules[spec.name] = module  # dataclasses look their module up there
     spec.loader.exec_module(module)
     return module
-
-
-def _bodies(servers: Any, workload: str) -> list[bytes]:
-    bench_webhook = _own_module("bench_webhook")  # the workloads' constants
-    if workload == "replicas":
-        return [path.read_bytes() for path in servers.SEED_CREATE_BODIES]
-    text = servers.SEED_CREATE_BODIES[0].read_text()
-    return [
-        text.replace(
-            bench_webhook.NEW_SPEC_TOKEN, bench_webhook.NEW_SPEC_FORMAT % (bench_webhook.NEW_SPEC_START + i)
-        ).encode()
-        for i in range(bench_webhook.NEW_SPEC_COUNT)
-    ]
 
 
 async def _post(app: Callable[..., Awaitable[None]], body: bytes) -> tuple[int, bytes]:
@@ -139,7 +127,7 @@ async def _drive(app: Any, bodies: list[bytes], count: int, echo: bool) -> None:
     await lifespan
 
 
-def child_main(tree: Path, app_name: str, workload: str, count: int) -> int:
+def child_main(tree: Path, app_name: str, bodies_file: Path, count: int) -> int:
     sys.path.insert(0, str(tree))  # the measured checkout's packages (webhook, servicekit, shared) first
     servers = _own_module("servers")
     import servicekit  # noqa: PLC0415
@@ -163,7 +151,8 @@ def child_main(tree: Path, app_name: str, workload: str, count: int) -> int:
                 enforcers = work / "enforcers.json"
                 enforcers.write_text(json.dumps({servers.NODE_NAME: servers.UNREACHABLE_ENFORCER}))
                 app = servers.webhook_app(bundle.directory, enforcers, "info")
-            asyncio.run(_drive(app, _bodies(servers, workload), count, echo=app_name == "echo"))
+            bodies = [text.encode() for text in json.loads(bodies_file.read_text())]
+            asyncio.run(_drive(app, bodies, count, echo=app_name == "echo"))
     return 0
 
 
@@ -177,13 +166,24 @@ def valgrind() -> str:
     return found
 
 
+def workload_bodies(workload: str) -> list[str]:
+    """The first :data:`BODIES` requests of a webhook bench workload, as wrk sends them (this checkout's bench)."""
+    from bench import bench_webhook  # noqa: PLC0415 - parent side only: the child must not import this checkout
+
+    chosen = bench_webhook.REPLICAS if workload == "replicas" else bench_webhook.NEW_SPECS
+    return [chosen.body(i).decode() for i in range(BODIES)]
+
+
 def _instructions(tree: Path, app_name: str, workload: str, count: int) -> int:
-    command = [
-        valgrind(), "--tool=callgrind", "--callgrind-out-file=/dev/null",
-        sys.executable, str(Path(__file__).resolve()), "drive",
-        "--tree", str(tree), "--app", app_name, "--workload", workload, "--count", str(count),
-    ]  # fmt: skip
-    finished = subprocess.run(command, capture_output=True, text=True, check=False, cwd=tree, timeout=3600)
+    with tempfile.TemporaryDirectory(prefix="bench-instructions-bodies-") as workdir:
+        bodies_file = Path(workdir) / f"{workload}.json"
+        bodies_file.write_text(json.dumps(workload_bodies(workload)))
+        command = [
+            valgrind(), "--tool=callgrind", "--callgrind-out-file=/dev/null",
+            sys.executable, str(Path(__file__).resolve()), "drive",
+            "--tree", str(tree), "--app", app_name, "--bodies", str(bodies_file), "--count", str(count),
+        ]  # fmt: skip
+        finished = subprocess.run(command, capture_output=True, text=True, check=False, cwd=tree, timeout=3600)
     found = _COLLECTED.search(finished.stderr)
     if finished.returncode != 0 or found is None:
         raise RuntimeError(f"{app_name} in {tree} failed ({finished.returncode}):\n{finished.stderr[-3000:]}")
@@ -203,13 +203,13 @@ def main(argv: list[str] | None = None) -> int:
     drive = sub.add_parser("drive", help="(child) serve reviews in process; run under valgrind by the parent")
     drive.add_argument("--tree", type=Path, required=True)
     drive.add_argument("--app", choices=("webhook", "echo"), required=True)
-    drive.add_argument("--workload", choices=("replicas", "new"), required=True)
+    drive.add_argument("--bodies", type=Path, required=True, help="a JSON list of the request bodies, sent in turn")
     drive.add_argument("--count", type=int, required=True)
     parser.add_argument("--compare-with", type=Path, metavar="CHECKOUT", help="also count this checkout's webhook")
     parser.add_argument("--requests", type=int, default=DEFAULT_REQUESTS, help="reviews the long run adds")
     args = parser.parse_args(argv)
     if args.command == "drive":
-        return child_main(args.tree.resolve(), args.app, args.workload, args.count)
+        return child_main(args.tree.resolve(), args.app, args.bodies, args.count)
     targets = [("echo", ROOT, "echo", "replicas")]
     trees = [("this tree", ROOT)] + ([("baseline", args.compare_with.resolve())] if args.compare_with else [])
     for label, tree in trees:

@@ -105,6 +105,10 @@ class Vary:
     start: int
     count: int
 
+    def applied(self, body: bytes, index: int) -> bytes:
+        """``body`` with the token replaced as the script replaces it in request number ``index``."""
+        return body.replace(self.token.encode(), (self.format % (self.start + index % self.count)).encode())
+
 
 class WrkMissing(RuntimeError):
     """wrk is not on PATH; the message says how to install it."""

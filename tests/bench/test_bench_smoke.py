@@ -12,6 +12,7 @@ instead, a note or a message and exit status 2, is tested everywhere).  The
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import shutil
@@ -105,12 +106,34 @@ def test_quick_table_rows_are_well_formed(module: ModuleType) -> None:
 
 
 @pytest.mark.parametrize(("app", "workload"), [("echo", "replicas"), ("webhook", "replicas"), ("webhook", "new")])
-def test_the_instruction_counter_drives_each_app_in_process(app: str, workload: str) -> None:
+def test_the_instruction_counter_drives_each_app_in_process(app: str, workload: str, tmp_path: Path) -> None:
     # what valgrind runs: the app served through ASGI, every answer checked (HTTP 200; the echo returns the body)
+    from bench import webhook_instructions
+
+    bodies = tmp_path / "bodies.json"
+    bodies.write_text(json.dumps(webhook_instructions.workload_bodies(workload)))
     script = ROOT / "bench" / "webhook_instructions.py"
-    command = [sys.executable, str(script), "drive", "--tree", str(ROOT), "--app", app, "--workload", workload]
+    command = [sys.executable, str(script), "drive", "--tree", str(ROOT), "--app", app, "--bodies", str(bodies)]
     finished = subprocess.run([*command, "--count", "3"], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert finished.returncode == 0, finished.stderr[-2000:]
+
+
+def test_each_replica_request_is_a_new_pod_of_the_same_template() -> None:
+    reviews = [json.loads(bench_webhook.REPLICAS.body(i))["request"] for i in range(4)]
+    seeds = [path.read_text() for path in bench_webhook.REPLICAS.bodies]
+    assert len({r["uid"] for r in reviews}) == 4 and len({r["name"] for r in reviews}) == 4
+    for i, review in enumerate(reviews):
+        seed = json.loads(seeds[i % len(seeds)])["request"]
+        assert review["name"] == review["object"]["metadata"]["name"] == f"{seed['name']}-{i:012x}"
+        assert review["uid"].rsplit("-", 1)[0] == seed["uid"].rsplit("-", 1)[0]
+        assert review["object"]["spec"] == seed["object"]["spec"]  # a replica: the template's spec, as it was
+        del review["uid"], review["name"], review["object"]["metadata"]["name"]
+        del seed["uid"], seed["name"], seed["object"]["metadata"]["name"]
+        assert review == seed
+    # the load process varies its bodies the same way
+    template = bench_webhook.REPLICAS.texts()[0].encode()
+    assert bench_webhook.REPLICAS.vary is not None
+    assert bench_webhook.REPLICAS.vary.applied(template, 2) == bench_webhook.REPLICAS.body(2)
 
 
 @pytest.mark.slow
