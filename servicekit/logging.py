@@ -28,6 +28,7 @@ import math
 import re
 import sys
 import time
+from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import IO, Any
@@ -140,8 +141,10 @@ def redact_text(text: str) -> str:
 # Every word above has a letter outside these, so a text made of them alone (a uid, a hex digest) holds none.
 _HEX_AND_DASHES = "0123456789abcdefABCDEF-"
 # Short texts a scan found clean (an event name, "mutate", "CREATE pods default/db"): lines repeat them.  Bounded,
-# oldest out first, and never a text the scan flagged, so no credential is kept here.
-_CLEAN_TEXTS: dict[str, None] = {}
+# oldest out first, and never a text the scan flagged, so no credential is kept here.  Ordered, so the oldest goes
+# in constant time: every new pod's name is a new text, and a plain dict's first key is found past the slots of
+# every key deleted before it.
+_CLEAN_TEXTS: OrderedDict[str, None] = OrderedDict()
 _CLEAN_TEXTS_KEPT = 1024
 _CLEAN_TEXT_CHARS = 128
 
@@ -163,8 +166,8 @@ def _may_hold_credentials(text: str) -> bool:
 def _remember_clean(text: str) -> None:
     try:
         if len(_CLEAN_TEXTS) >= _CLEAN_TEXTS_KEPT:
-            del _CLEAN_TEXTS[next(iter(_CLEAN_TEXTS))]
-    except (KeyError, RuntimeError, StopIteration):  # another thread evicted at the same time: one will do
+            _CLEAN_TEXTS.popitem(last=False)
+    except KeyError:  # another thread emptied it at the same time: one eviction will do
         pass
     _CLEAN_TEXTS[text] = None
 

@@ -202,10 +202,13 @@ def test_uids_and_hex_digests_need_no_scan(text: str) -> None:
     assert text not in jsonlog._CLEAN_TEXTS  # answered before the memo, which they would only crowd
 
 
-def test_the_clean_text_memo_stays_bounded() -> None:
-    for i in range(jsonlog._CLEAN_TEXTS_KEPT + 10):
-        jsonlog.redact_text(f"pod web-{i} admitted")
+def test_the_clean_text_memo_stays_bounded_oldest_out_first() -> None:
+    texts = [f"pod web-{i} admitted" for i in range(jsonlog._CLEAN_TEXTS_KEPT + 10)]
+    for text in texts:
+        jsonlog.redact_text(text)
     assert len(jsonlog._CLEAN_TEXTS) <= jsonlog._CLEAN_TEXTS_KEPT
+    assert not any(text in jsonlog._CLEAN_TEXTS for text in texts[:10])
+    assert all(text in jsonlog._CLEAN_TEXTS for text in texts[-jsonlog._CLEAN_TEXTS_KEPT :])
     assert jsonlog.redact_text("Bearer abcdefgh12345678") == f"Bearer {jsonlog.REDACTED}"
 
 
