@@ -50,6 +50,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import json
 import statistics
 import sys
@@ -119,7 +120,9 @@ class Workload:
     vary: wrk.Vary | None = None
     replicas: bool = False
 
+    @functools.cached_property
     def texts(self) -> list[str]:
+        """The bodies' texts (read and templated once per workload)."""
         texts = [path.read_text() for path in self.bodies]
         return [replica_template(text) for text in texts] if self.replicas else texts
 
@@ -128,15 +131,14 @@ class Workload:
         if not self.replicas:
             return self.bodies
         written = []
-        for path, text in zip(self.bodies, self.texts(), strict=True):
+        for path, text in zip(self.bodies, self.texts, strict=True):
             written.append(directory / f"replica-{path.name}")
             written[-1].write_text(text)
         return tuple(written)
 
     def body(self, index: int) -> bytes:
         """Request number ``index`` as wrk sends it."""
-        texts = self.texts()
-        text = texts[index % len(texts)].encode()
+        text = self.texts[index % len(self.texts)].encode()
         return text if self.vary is None else self.vary.applied(text, index)
 
 

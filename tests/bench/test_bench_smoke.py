@@ -131,7 +131,7 @@ def test_each_replica_request_is_a_new_pod_of_the_same_template() -> None:
         del seed["uid"], seed["name"], seed["object"]["metadata"]["name"]
         assert review == seed
     # the load process varies its bodies the same way
-    template = bench_webhook.REPLICAS.texts()[0].encode()
+    template = bench_webhook.REPLICAS.texts[0].encode()
     assert bench_webhook.REPLICAS.vary is not None
     assert bench_webhook.REPLICAS.vary.applied(template, 2) == bench_webhook.REPLICAS.body(2)
 
